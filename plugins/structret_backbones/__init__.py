@@ -1,0 +1,1 @@
+"""Built-in backbones: Hugging Face encoders (cls/mean pooling) and T5 (first decoder position)."""

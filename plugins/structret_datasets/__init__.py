@@ -1,0 +1,1 @@
+"""Built-in dataset readers: CodeSearchNet, CodeXGLUE Adv, ESCI, BEIR-style."""

@@ -1,0 +1,27 @@
+from structret import hookimpl
+
+
+@hookimpl
+def register_datasets(register):
+    register(
+        "codesearchnet",
+        "structret_datasets.codesearchnet:read",
+        aliases=("csn",),
+        help="CodeSearchNet jsonl(.gz): a file, a glob, or {lang}/final/jsonl/{split}/; also what 'structret mine' writes",
+    )
+    register(
+        "adv",
+        "structret_datasets.adv:read",
+        aliases=("codexglue-adv",),
+        help="CodeXGLUE NL-code-search-Adv jsonl: query = url, code = idx",
+    )
+    register(
+        "esci",
+        "structret_datasets.esci:read",
+        help="Amazon ESCI shopping queries: examples + products parquet, E/S/C/I labels",
+    )
+    register(
+        "beir",
+        "structret_datasets.beir:read",
+        help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
+    )

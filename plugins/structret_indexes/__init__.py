@@ -1,0 +1,1 @@
+"""Built-in vector indexes: exact flat inner product and HNSW (hnswlib)."""

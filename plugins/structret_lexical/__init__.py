@@ -1,0 +1,1 @@
+"""Built-in lexical retriever: BM25 (bm25s)."""

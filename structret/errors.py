@@ -1,0 +1,21 @@
+"""Errors that reach the user. Each message says what was wrong, where, and what to do."""
+
+
+class StructretError(Exception):
+    """Base class: the CLI prints these as one clean message, without a traceback."""
+
+
+class PluginError(StructretError):
+    """A plugin is missing, misnamed, duplicated or broken."""
+
+
+class DataError(StructretError):
+    """Input data cannot be read at all (a single bad row is skipped and counted instead)."""
+
+
+class ModelLoadError(StructretError):
+    """Model weights or a tokenizer could not be loaded."""
+
+
+class ArtifactError(StructretError):
+    """A saved index or embedding file is missing, truncated or does not match."""

@@ -1,0 +1,111 @@
+"""The hooks a structret plugin implements.
+
+A plugin is a module registered under the ``structret`` entry-point group. It
+implements any of the hooks below with ``@structret.hookimpl``; each hook gets a
+``register`` callback and calls it once per thing it provides::
+
+    register(name, target, *, aliases=(), help="")
+
+``target`` is either the factory itself or a lazy ``"package.module:attr"`` string.
+Prefer the string: the module is imported only when a pipeline asks for that name,
+so ``structret --help`` never pays for torch, transformers or tree-sitter.
+
+Every hook is called once per process when the registry is first built.
+What the factory must return is described on each hook; ``structret.interfaces``
+holds the matching ``typing.Protocol`` classes.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("structret")
+hookimpl = pluggy.HookimplMarker("structret")
+
+
+@hookspec
+def register_datasets(register):
+    """Register dataset readers.
+
+    Factory: ``reader(path: str, *, split: str | None = None, **options) -> Dataset``.
+    ``path`` is whatever follows ``FORMAT:`` in ``--data FORMAT:PATH``. The reader
+    must skip and count malformed rows in ``Dataset.stats`` (with file:line), never
+    raise from deep inside, and raise ``structret.errors.DataError`` for input it
+    cannot read at all.
+    """
+
+
+@hookspec
+def register_backbones(register):
+    """Register encoder backbones.
+
+    Factory: ``backbone(model: str | None = None, **options) -> Backbone``; ``model``
+    is a hub id or local path overriding the plugin's default weights. The object
+    encodes texts to a float32 ``numpy`` matrix and declares ``capabilities``
+    (``encoder``, ``seq2seq``, ``mlm``, ``structure-attention``) so objectives
+    can check they fit before training starts.
+    """
+
+
+@hookspec
+def register_indexes(register):
+    """Register vector indexes.
+
+    Target: a class, called as ``Index(dim, metric="ip", **options)``, with a
+    classmethod ``load(path)``. Instances implement ``add(ids, vectors)``,
+    ``search(queries, k) -> (scores, ids)``, ``save(path, meta)`` and ``len()``.
+    Save through ``structret.artifacts.atomic_dir`` so an interrupted save leaves
+    the previous index loadable.
+    """
+
+
+@hookspec
+def register_retrievers(register):
+    """Register whole retrievers that are not a backbone plus an index (BM25, say).
+
+    Factory: ``retriever(**options) -> Retriever`` with ``fit(docs)`` and
+    ``score(queries, doc_indices=None) -> ndarray``. Any backbone name is also
+    usable wherever a retriever is asked for; it becomes a dense retriever.
+    """
+
+
+@hookspec
+def register_miners(register):
+    """Register function miners, one per programming language (``structret mine``).
+
+    Name: the language (``python``, ``go`` ...). Factory: ``miner() -> Miner`` with
+    ``extensions`` (file suffixes it reads) and ``functions(source, path)`` returning
+    ``list[MinedFunction]``; it raises ``SyntaxError`` for a file it cannot parse,
+    which ``structret mine`` skips and counts. CodeSearchNet's filters, de-duplication
+    and the split are applied by ``structret mine`` itself, the same for every language.
+    """
+
+
+@hookspec
+def register_extractors(register):
+    """Register entity extractors (what masked entity prediction masks).
+
+    Factory: ``extractor(**options) -> Extractor`` whose ``extract(text, language=None)``
+    returns ``list[Entity]``: character spans into ``text``, never token positions,
+    so any tokenizer can be aligned to them.
+    """
+
+
+@hookspec
+def register_linearizers(register):
+    """Register structure linearizers.
+
+    Factory: ``linearizer(**options) -> Linearizer`` whose ``linearize(record)``
+    returns a ``Sequence``: tokens plus, optionally, each token's parent index
+    (-1 for the root), or ``None`` when the record cannot be linearized (the
+    caller skips and counts it).
+    """
+
+
+@hookspec
+def register_objectives(register):
+    """Register pretraining and fine-tuning objectives (``sda``, ``mep``, ...).
+
+    Factory: ``objective(**options) -> Objective``. An objective declares the
+    backbone capabilities it needs; ``--objective a+b`` sums the losses.
+    """

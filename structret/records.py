@@ -1,0 +1,143 @@
+"""The data types every reader produces and every pipeline stage consumes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass
+class CodeRecord:
+    """One function: the document of code search."""
+
+    id: str
+    code: str
+    language: str
+    docstring: str = ""
+    func_name: str = ""
+    repo: str = ""
+    path: str = ""
+    url: str = ""
+    code_tokens: list[str] = field(default_factory=list)
+    docstring_tokens: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return self.code
+
+
+@dataclass
+class ItemRecord:
+    """One item of a catalog (a product, a package): title, content and aspects."""
+
+    id: str
+    title: str = ""
+    content: str = ""
+    bullets: list[str] = field(default_factory=list)
+    aspects: dict[str, list[str]] = field(default_factory=dict)
+    locale: str = ""
+
+    def text(self) -> str:
+        return f"{self.title} {self.content}".strip()
+
+
+@dataclass
+class TextRecord:
+    """A plain passage (BEIR-style corpora)."""
+
+    id: str
+    text_: str
+    title: str = ""
+
+    def text(self) -> str:
+        return f"{self.title} {self.text_}".strip() if self.title else self.text_
+
+
+Record = Union[CodeRecord, ItemRecord, TextRecord]
+
+
+@dataclass
+class Query:
+    id: str
+    text: str
+    aspects: dict[str, list[str]] = field(default_factory=dict)
+
+
+# query id -> document id -> graded relevance label (an int level; gains are mapped at scoring time)
+Qrels = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A character span ``text[start:end]`` of the original text."""
+
+    start: int
+    end: int
+    text: str
+    kind: str = ""
+
+
+@dataclass
+class Sequence:
+    """A linearized record: tokens and, optionally, each token's parent index (-1 = root)."""
+
+    tokens: list[str]
+    parents: list[int] | None = None
+
+
+@dataclass
+class ReadStats:
+    """Counts of what a reader read, used and skipped; read == used + skipped, always."""
+
+    source: str = ""
+    used: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+    max_examples: int = 5
+
+    @property
+    def read(self) -> int:
+        return self.used + sum(self.skipped.values())
+
+    def use(self, n: int = 1) -> None:
+        self.used += n
+
+    def skip(self, where: str, reason: str) -> None:
+        """Count a skipped row; ``where`` is ``file:line``, ``reason`` a short category."""
+        self.skipped[reason] += 1
+        if len(self.examples) < self.max_examples:
+            self.examples.append(f"{where}: {reason}")
+
+    def merge(self, other: "ReadStats") -> None:
+        self.used += other.used
+        self.skipped.update(other.skipped)
+        room = self.max_examples - len(self.examples)
+        self.examples.extend(other.examples[: max(room, 0)])
+
+    def summary(self) -> str:
+        total_skipped = sum(self.skipped.values())
+        line = f"{self.source or 'input'}: read {self.read} rows = {self.used} used + {total_skipped} skipped"
+        if total_skipped:
+            reasons = ", ".join(f"{r}: {n}" for r, n in self.skipped.most_common())
+            line += f" ({reasons}); first skipped: " + "; ".join(self.examples)
+        return line
+
+
+@dataclass
+class Dataset:
+    """A retrieval dataset: a corpus, queries, graded qrels, and how it was read.
+
+    ``pairs`` lists (query id, document id) in file order for datasets where each
+    query comes with exactly one aligned document (code search); protocols such as
+    CodeSearchNet's 999-distractor MRR need that order.
+    """
+
+    name: str
+    corpus: dict[str, Record]
+    queries: dict[str, Query]
+    qrels: Qrels
+    stats: ReadStats
+    pairs: list[tuple[str, str]] | None = None
+    # names of the label levels, e.g. {3: "E", 2: "S", 1: "C", 0: "I"} for ESCI
+    labels: dict[int, str] | None = None
+    default_gains: str | None = None

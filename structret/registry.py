@@ -1,0 +1,238 @@
+"""The plugin registry: every named thing a pipeline can use, and who provides it.
+
+Built once per process from the ``structret`` entry-point group. Built-ins are
+found exactly like third-party plugins, through their distribution's entry points.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import importlib.metadata
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pluggy
+
+from structret import hookspecs
+from structret.errors import PluginError
+
+ENTRY_POINT_GROUP = "structret"
+ALLOW_ENV = "STRUCTRET_LOAD_PLUGINS"
+
+# kind (as users type it) -> hook that registers it
+KINDS: dict[str, str] = {
+    "dataset": "register_datasets",
+    "backbone": "register_backbones",
+    "index": "register_indexes",
+    "retriever": "register_retrievers",
+    "miner": "register_miners",
+    "extractor": "register_extractors",
+    "linearizer": "register_linearizers",
+    "objective": "register_objectives",
+}
+
+
+class PluginWarning(UserWarning):
+    """A plugin could not be loaded; everything that does not need it still works."""
+
+
+def _normalize(dist_name: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist_name).lower()
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    kind: str
+    name: str
+    target: Any
+    aliases: tuple[str, ...] = ()
+    help: str = ""
+    plugin: str = ""
+    distribution: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        """The factory; a lazy ``"module:attr"`` target is imported now."""
+        if not isinstance(self.target, str):
+            return self.target
+        module_name, _, attr = self.target.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise PluginError(
+                f"{self.kind} '{self.name}' (plugin '{self.plugin}' from distribution "
+                f"'{self.distribution}') needs the Python module '{exc.name}', which is not "
+                f"installed. Install it (pip install {exc.name.split('.')[0].replace('_', '-')}) "
+                f"or pick another {self.kind}."
+            ) from exc
+        except Exception as exc:
+            raise PluginError(
+                f"{self.kind} '{self.name}' (plugin '{self.plugin}' from distribution "
+                f"'{self.distribution}') failed to import {module_name}: {exc!r}"
+            ) from exc
+        for part in attr.split(".") if attr else ():
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise PluginError(
+                    f"{self.kind} '{self.name}' (plugin '{self.plugin}' from distribution "
+                    f"'{self.distribution}') points at '{self.target}', but {module_name} has no "
+                    f"'{attr}'. This is a bug in that plugin; report it to its authors."
+                ) from None
+        return obj
+
+
+@dataclass
+class BrokenPlugin:
+    plugin: str
+    distribution: str
+    error: str
+
+
+@dataclass
+class Registry:
+    entries: dict[str, dict[str, PluginEntry]] = field(
+        default_factory=lambda: {kind: {} for kind in KINDS}
+    )
+    broken: list[BrokenPlugin] = field(default_factory=list)
+
+    def add(self, entry: PluginEntry) -> None:
+        table = self.entries[entry.kind]
+        for key in (entry.name, *entry.aliases):
+            if key in table:
+                other = table[key]
+                raise PluginError(
+                    f"two plugins register the {entry.kind} name '{key}': plugin "
+                    f"'{other.plugin}' from distribution '{other.distribution}' and plugin "
+                    f"'{entry.plugin}' from distribution '{entry.distribution}'. Uninstall one, "
+                    f"or limit loading with {ALLOW_ENV}=dist1,dist2."
+                )
+        for key in (entry.name, *entry.aliases):
+            table[key] = entry
+
+    def get(self, kind: str, name: str) -> PluginEntry:
+        if kind not in self.entries:
+            raise PluginError(f"unknown plugin kind '{kind}'; kinds are: {', '.join(KINDS)}")
+        table = self.entries[kind]
+        if name in table:
+            return table[name]
+        known = sorted(table)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        listing = ", ".join(known) if known else "(none installed)"
+        broken = "".join(
+            f"\n  note: plugin '{b.plugin}' from '{b.distribution}' failed to load: {b.error}"
+            for b in self.broken
+        )
+        raise PluginError(f"unknown {kind} '{name}'.{hint} Known {kind}s: {listing}.{broken}")
+
+    def has(self, kind: str, name: str) -> bool:
+        return name in self.entries.get(kind, {})
+
+    def create(self, kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Resolve ``name`` and call its factory."""
+        return self.get(kind, name).load()(*args, **kwargs)
+
+    def names(self, kind: str) -> list[str]:
+        """Primary names of one kind (aliases left out), sorted."""
+        return sorted({e.name for e in self.entries[kind].values()})
+
+    def all(self) -> list[PluginEntry]:
+        seen = {id(e): e for table in self.entries.values() for e in table.values()}
+        return sorted(seen.values(), key=lambda e: (e.kind, e.name))
+
+
+def _allowed() -> set[str] | None:
+    raw = os.environ.get(ALLOW_ENV)
+    if raw is None or not raw.strip():
+        return None
+    return {_normalize(n.strip()) for n in raw.split(",") if n.strip()}
+
+
+def _misspelled_hooks(module: Any) -> list[str]:
+    """Functions marked ``@hookimpl`` whose name is no structret hook."""
+    bad = []
+    for attr in dir(module):
+        obj = getattr(module, attr, None)
+        if callable(obj) and hasattr(obj, "structret_impl") and attr not in KINDS.values():
+            close = difflib.get_close_matches(attr, KINDS.values(), n=1)
+            bad.append(attr + (f" (did you mean {close[0]}?)" if close else ""))
+    return bad
+
+
+def build_registry() -> Registry:
+    """Load every allowed plugin distribution and collect what it registers."""
+    registry = Registry()
+    pm = pluggy.PluginManager("structret")
+    pm.add_hookspecs(hookspecs)
+    allowed = _allowed()
+    dist_of: dict[str, str] = {}
+
+    def broken(plugin: str, dist: str, error: str) -> None:
+        registry.broken.append(BrokenPlugin(plugin, dist, error))
+        warnings.warn(
+            f"structret plugin '{plugin}' from distribution '{dist}' was not loaded: {error}. "
+            f"Commands that do not need it still work.",
+            PluginWarning,
+            stacklevel=3,
+        )
+
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        if allowed is not None and _normalize(dist) not in allowed:
+            continue
+        if pm.has_plugin(ep.name):
+            # the same distribution seen twice on sys.path (editable + regular install)
+            if dist_of.get(ep.name) == dist:
+                continue
+            raise PluginError(
+                f"two distributions declare the structret plugin '{ep.name}': "
+                f"'{dist_of[ep.name]}' and '{dist}'. Uninstall one of them."
+            )
+        try:
+            module = ep.load()
+        except Exception as exc:  # a broken plugin must not take the CLI down
+            broken(ep.name, dist, f"import failed: {exc!r}")
+            continue
+        misspelled = _misspelled_hooks(module)
+        if misspelled:
+            broken(ep.name, dist, f"unknown hook(s): {', '.join(misspelled)}")
+            continue
+        try:
+            pm.register(module, name=ep.name)
+        except pluggy.PluginValidationError as exc:
+            broken(ep.name, dist, f"invalid hook: {exc}")
+            continue
+        dist_of[ep.name] = dist
+
+    for kind, hook_name in KINDS.items():
+        for impl in getattr(pm.hook, hook_name).get_hookimpls():
+            plugin, dist = impl.plugin_name, dist_of.get(impl.plugin_name, "?")
+            collected: list[PluginEntry] = []
+
+            def register(name, target, *, aliases=(), help="", _kind=kind, _p=plugin, _d=dist, _c=collected):
+                _c.append(PluginEntry(_kind, name, target, tuple(aliases), help, _p, _d))
+
+            try:
+                impl.function(register=register)
+            except Exception as exc:
+                broken(plugin, dist, f"{hook_name} raised {exc!r}")
+                continue
+            for entry in collected:
+                registry.add(entry)
+    return registry
+
+
+@functools.lru_cache(maxsize=1)
+def get_registry() -> Registry:
+    """The process-wide registry, built on first use."""
+    return build_registry()
+
+
+def reset_registry() -> None:
+    """Forget the cached registry (tests, or after installing a plugin at run time)."""
+    get_registry.cache_clear()
