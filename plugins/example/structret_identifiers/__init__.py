@@ -1,0 +1,1 @@
+"""An example structret plugin, built step by step in docs/plugins.md."""

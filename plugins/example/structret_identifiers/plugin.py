@@ -1,0 +1,19 @@
+from structret import hookimpl
+
+
+@hookimpl
+def register_extractors(register):
+    register(
+        "regex-identifiers",
+        "structret_identifiers.extract:RegexIdentifiers",
+        help="identifiers found by a regular expression (any language, no parser needed)",
+    )
+
+
+@hookimpl
+def register_retrievers(register):
+    register(
+        "identifier-overlap",
+        "structret_identifiers.overlap:IdentifierOverlap",
+        help="IDF-weighted overlap of query words with a document's identifier sub-tokens",
+    )

@@ -1,0 +1,202 @@
+"""``structret bench``: score named systems on one dataset with the papers' protocols."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import sysconfig
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from structret.records import Dataset
+
+CSN_COLUMN = "MRR (CSN 999 distractors)"
+POOL_COLUMN = "MRR@100 (full pool)"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("STRUCTRET_CACHE") or Path.home() / ".cache" / "structret")
+
+
+def default_dataset(split: str = "test") -> Dataset:
+    """The installed Python standard library, mined once into CodeSearchNet format and cached."""
+    from structret.data import load_dataset
+    from structret.mining import mine
+
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    out = cache_dir() / f"stdlib-python{version}.jsonl.gz"
+    if not out.exists():
+        print(f"mining the Python {version} standard library into {out} (once)", file=sys.stderr)
+        report = mine(sysconfig.get_paths()["stdlib"], "python", out, repo=f"cpython-{version}-stdlib")
+        print(report.summary(), file=sys.stderr)
+    dataset = load_dataset(f"codesearchnet:{out}", split=split)
+    dataset.name = f"Python {version} stdlib ({split} split, mined)"
+    print(dataset.stats.summary(), file=sys.stderr)
+    return dataset
+
+
+@dataclass
+class BenchResult:
+    dataset: str
+    protocol: str
+    columns: list[str]
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def markdown(self) -> str:
+        size = ", ".join(f"{n} {what}" for what, n in self.sizes.items())
+        lines = [f"{self.dataset} — {self.protocol} ({size})", ""]
+        header = ["system", *self.columns, "seconds"]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
+        for system, row in self.rows.items():
+            cells = [system]
+            for c in self.columns:
+                v = row.get(c)
+                cells.append("n/a" if v is None else f"{100 * v:.2f}")
+            cells.append(f"{row['seconds']:.1f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append("Scores ×100. " + " ".join(self.notes))
+        return "\n".join(lines)
+
+    def write_json(self, path: str | os.PathLike) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=2))
+
+
+def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
+              limit: int | None = None, show_progress: bool = True) -> BenchResult:
+    from structret.retrieval import make_retriever
+
+    if dataset.pairs:
+        protocol = _CodeSearch(dataset, limit)
+    elif dataset.labels:
+        protocol = _Rerank(dataset, limit)
+    else:
+        protocol = _FullRanking(dataset, limit)
+    result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
+    for system in systems:
+        # build every retriever before timing: model loading is not retrieval
+        retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
+        start = time.perf_counter()
+        print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
+        retriever.fit(protocol.doc_texts)
+        row = protocol.evaluate(retriever)
+        row["seconds"] = time.perf_counter() - start
+        result.rows[system] = row
+    result.notes = protocol.notes
+    return result
+
+
+class _CodeSearch:
+    """One aligned document per query: full-pool MRR@100 and CodeSearchNet's 999-distractor MRR."""
+
+    name = "code search"
+    columns = [POOL_COLUMN, CSN_COLUMN]
+
+    def __init__(self, dataset: Dataset, limit: int | None):
+        import numpy as np
+
+        pairs = dataset.pairs[:limit] if limit else dataset.pairs
+        if limit:
+            doc_ids = list(dict.fromkeys(d for _, d in pairs))
+        else:
+            doc_ids = list(dataset.corpus)
+        position = {d: i for i, d in enumerate(doc_ids)}
+        self.doc_texts = [dataset.corpus[d].text() for d in doc_ids]
+        self.queries = [dataset.queries[q].text for q, _ in pairs]
+        self.positives = np.array([position[d] for _, d in pairs])
+        self.sizes = {"queries": len(self.queries), "documents": len(doc_ids)}
+        self.notes = [
+            "Full pool: every query against every document, rank = 1 + #{others scoring >= the positive}.",
+            "CSN: seed-0 shuffle, batches of 1000 pairs (last partial batch dropped), per-batch MRR averaged.",
+        ]
+        if len(pairs) < 1000:
+            self.notes.append(f"CSN needs >= 1000 pairs, this set has {len(pairs)}: n/a.")
+
+    def evaluate(self, retriever) -> dict[str, Any]:
+        from structret.evaluation import csn_mrr, full_pool_ranks, mrr
+
+        queries, positives = self.queries, self.positives
+        ranks = full_pool_ranks(lambda qi: retriever.score([queries[i] for i in qi]), positives)
+        row: dict[str, Any] = {POOL_COLUMN: mrr(ranks, 100)}
+        if len(queries) >= 1000:
+            value, batches = csn_mrr(
+                lambda qi, di: retriever.score([queries[i] for i in qi], doc_indices=positives[di]),
+                len(queries),
+            )
+            row[CSN_COLUMN] = value
+            row["csn_batches"] = batches
+        else:
+            row[CSN_COLUMN] = None
+        return row
+
+
+class _Rerank:
+    """Graded judgements per query (ESCI): rerank each query's judged documents, NDCG@100."""
+
+    name = "reranking judged documents"
+
+    def __init__(self, dataset: Dataset, limit: int | None):
+        qids = [q for q in dataset.queries if dataset.qrels.get(q)]
+        qids = qids[:limit] if limit else qids
+        self.qrels = {q: dataset.qrels[q] for q in qids}
+        doc_ids = list(dict.fromkeys(d for q in qids for d in self.qrels[q]))
+        self.position = {d: i for i, d in enumerate(doc_ids)}
+        self.doc_texts = [dataset.corpus[d].text() for d in doc_ids]
+        self.query_text = {q: dataset.queries[q].text for q in qids}
+        self.labels = dataset.labels
+        self.graded = dataset.default_gains or "binary"
+        self.columns = ["NDCG@100 two-class", f"NDCG@100 four-class ({self.graded})"]
+        self.sizes = {"queries": len(qids), "judged documents": len(doc_ids)}
+        self.notes = [f"Two-class: only the top label is relevant. Four-class gains: '{self.graded}'."]
+
+    def evaluate(self, retriever) -> dict[str, Any]:
+        from structret.evaluation import evaluate_run, gain_levels, rerank_run
+
+        def score_pairs(qid, doc_ids):
+            return retriever.score([self.query_text[qid]], doc_indices=[self.position[d] for d in doc_ids])[0]
+
+        run = rerank_run(score_pairs, self.qrels)
+        levels = {lvl for judged in self.qrels.values() for lvl in judged.values()}
+        out = {}
+        for column, gains in zip(self.columns, ("binary", self.graded)):
+            scores = evaluate_run(run, self.qrels, ["nDCG@100"],
+                                  gains=gain_levels(self.labels, gains, levels))
+            out[column] = scores["nDCG@100"]
+        return out
+
+
+class _FullRanking:
+    """Any qrels (BEIR-style): rank the whole corpus, nDCG@10, R@100, MRR@10."""
+
+    name = "full ranking"
+    columns = ["nDCG@10", "R@100", "MRR@10"]
+
+    def __init__(self, dataset: Dataset, limit: int | None):
+        qids = [q for q in dataset.queries if dataset.qrels.get(q)]
+        self.qids = qids[:limit] if limit else qids
+        self.doc_ids = list(dataset.corpus)
+        self.doc_texts = [dataset.corpus[d].text() for d in self.doc_ids]
+        self.queries = [dataset.queries[q].text for q in self.qids]
+        self.qrels = {q: dataset.qrels[q] for q in self.qids}
+        self.sizes = {"queries": len(self.qids), "documents": len(self.doc_ids)}
+        self.notes = ["Graded labels used as trec_eval gains; ties broken by document id."]
+
+    def evaluate(self, retriever, depth: int = 100, chunk: int = 256) -> dict[str, Any]:
+        import numpy as np
+
+        from structret.evaluation import evaluate_run
+
+        run: dict[str, dict[str, float]] = {}
+        for start in range(0, len(self.queries), chunk):
+            scores = retriever.score(self.queries[start:start + chunk])
+            k = min(depth, scores.shape[1])
+            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            for row, qid in enumerate(self.qids[start:start + chunk]):
+                run[qid] = {self.doc_ids[j]: float(scores[row, j]) for j in top[row]}
+        return evaluate_run(run, self.qrels, self.columns)

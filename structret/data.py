@@ -1,0 +1,48 @@
+"""Turning a ``FORMAT:PATH`` spec into a Dataset through the reader registered for FORMAT."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from structret.errors import DataError
+from structret.records import Dataset
+from structret.registry import get_registry
+
+
+def parse_data_spec(spec: str) -> tuple[str, str]:
+    fmt, sep, path = spec.partition(":")
+    if not sep or not fmt or not path:
+        known = ", ".join(get_registry().names("dataset"))
+        raise DataError(
+            f"--data '{spec}' is not FORMAT:PATH. Formats: {known}. "
+            f"Example: --data codesearchnet:python/final/jsonl/test"
+        )
+    return fmt, path
+
+
+def parse_options(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``key=value`` strings to a dict; ints, floats and true/false are converted."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise DataError(f"option '{pair}' is not key=value (for example: locale=us)")
+        options[key.strip().replace("-", "_")] = _convert(raw.strip())
+    return options
+
+
+def _convert(raw: str) -> Any:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def load_dataset(spec: str, *, split: str | None = None, options: dict[str, Any] | None = None) -> Dataset:
+    fmt, path = parse_data_spec(spec)
+    reader = get_registry().get("dataset", fmt).load()
+    return reader(path, split=split, **(options or {}))

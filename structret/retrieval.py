@@ -1,0 +1,68 @@
+"""Retrievers by name: a registered retriever (bm25), or any backbone as a dense retriever."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from structret.errors import PluginError
+from structret.registry import get_registry
+
+
+class DenseRetriever:
+    """A backbone used as a retriever: documents encoded once, scores are inner products."""
+
+    def __init__(self, backbone: Any, *, batch_size: int = 32, show_progress: bool = True):
+        self.backbone = backbone
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.doc_vectors = None
+        # protocols score the same queries more than once (full pool, then CSN batches)
+        self._query_cache: dict[str, int] = {}
+        self._query_vectors: list = []
+
+    def fit(self, docs: Sequence[str]) -> None:
+        self.doc_vectors = self.backbone.encode(
+            list(docs), kind="document", batch_size=self.batch_size, show_progress=self.show_progress
+        )
+
+    def encode_queries(self, queries: Sequence[str]):
+        import numpy as np
+
+        new = [q for q in dict.fromkeys(queries) if q not in self._query_cache]
+        if new:
+            vectors = self.backbone.encode(
+                new, kind="query", batch_size=self.batch_size,
+                show_progress=self.show_progress and len(new) > self.batch_size,
+            )
+            for text, vector in zip(new, vectors):
+                self._query_cache[text] = len(self._query_vectors)
+                self._query_vectors.append(vector)
+        return np.stack([self._query_vectors[self._query_cache[q]] for q in queries])
+
+    def score(self, queries: Sequence[str], doc_indices=None):
+        if self.doc_vectors is None:
+            raise RuntimeError("DenseRetriever.score called before fit()")
+        docs = self.doc_vectors if doc_indices is None else self.doc_vectors[doc_indices]
+        return self.encode_queries(queries) @ docs.T
+
+
+def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
+                   batch_size: int = 32, **options: Any):
+    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever."""
+    registry = get_registry()
+    if registry.has("retriever", name):
+        return registry.create("retriever", name, **options)
+    if registry.has("backbone", name):
+        if model is not None:
+            options["model"] = model
+        backbone = registry.create("backbone", name, **options)
+        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
+    known = registry.names("retriever") + registry.names("backbone")
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise PluginError(
+        f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
+        f"Known: {', '.join(sorted(known))}."
+    )

@@ -1,0 +1,46 @@
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from structret.cli import cli
+
+COMMANDS = sorted(cli.commands)
+
+
+def test_the_cli_has_the_commands_the_docs_promise():
+    assert {"plugins", "mine", "encode", "index", "search", "bench"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_help_shows_an_example(command):
+    result = CliRunner().invoke(cli, [command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output and f"structret {command}" in result.output
+
+
+def test_plugins_lists_name_kind_distribution_and_help(fresh_registry):
+    result = CliRunner().invoke(cli, ["plugins", "--kind", "index"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["kind", "name", "distribution", "help"]
+    flat = next(line for line in lines if " flat " in line)
+    assert flat.split()[:3] == ["index", "flat", "structret"] and "exact inner product" in flat
+
+
+def test_plugins_survives_a_broken_plugin(make_plugin):
+    site = make_plugin("broken-dist", "broken_cli_plugin", "raise RuntimeError('plugin exploded')\n")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = subprocess.run([sys.executable, "-m", "structret.cli", "plugins"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "minilm" in out.stdout
+    assert "broken-dist" in out.stderr and "plugin exploded" in out.stderr
+
+
+def test_unknown_plugin_name_is_one_clean_error(fresh_registry, tmp_path):
+    result = CliRunner().invoke(cli, ["mine", str(tmp_path), "--language", "pyhton", "--out", str(tmp_path / "x.jsonl.gz")])
+    assert result.exit_code == 1
+    assert "Did you mean 'python'?" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,169 @@
+import inspect
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from structret import hookspecs
+from structret.errors import PluginError
+from structret.registry import KINDS, PluginWarning, get_registry
+
+BUILTIN_DIST = "structret"
+
+
+def test_registry_is_built_once_and_cached(fresh_registry):
+    assert get_registry() is get_registry()
+
+
+def test_builtins_register_through_entry_points(fresh_registry):
+    registry = get_registry()
+    for kind, name in [("backbone", "minilm"), ("index", "hnsw"), ("dataset", "codesearchnet"),
+                       ("retriever", "bm25"), ("miner", "python")]:
+        entry = registry.get(kind, name)
+        assert entry.distribution == BUILTIN_DIST
+        assert isinstance(entry.target, str), "built-ins register lazily, so --help stays fast"
+
+
+def test_every_hook_is_documented_and_has_a_kind():
+    specs = {name for name, f in inspect.getmembers(hookspecs, inspect.isfunction)
+             if hasattr(f, "structret_spec")}
+    assert specs == set(KINDS.values())
+    for name in specs:
+        doc = inspect.getdoc(getattr(hookspecs, name))
+        assert doc and ("Factory" in doc or "Target" in doc), f"{name} must say what the factory returns"
+
+
+def test_every_kind_is_exercised_by_a_plugin_in_the_tests(make_plugin):
+    # datasette-style: a hook nobody calls in a test is a hook that can silently break
+    body = "\n".join(
+        f"@hookimpl\ndef {hook}(register):\n    register('probe-{kind}', dict, help='{kind} probe')\n"
+        for kind, hook in KINDS.items()
+    )
+    make_plugin("probe-dist", "probe_plugin", "from structret import hookimpl\n" + body)
+    registry = get_registry()
+    for kind in KINDS:
+        entry = registry.get(kind, f"probe-{kind}")
+        assert entry.distribution == "probe-dist"
+        assert registry.create(kind, f"probe-{kind}", a=1) == {"a": 1}
+
+
+def test_duplicate_name_fails_naming_both_distributions(make_plugin):
+    make_plugin("dup-one", "dup_one", """
+        from structret import hookimpl
+        @hookimpl
+        def register_indexes(register):
+            register("shared-name", dict)
+    """)
+    make_plugin("dup-two", "dup_two", """
+        from structret import hookimpl
+        @hookimpl
+        def register_indexes(register):
+            register("other", dict, aliases=("shared-name",))
+    """)
+    with pytest.raises(PluginError) as err:
+        get_registry()
+    message = str(err.value)
+    assert "dup-one" in message and "dup-two" in message and "shared-name" in message
+
+
+def test_duplicate_of_a_builtin_name_fails_too(make_plugin):
+    make_plugin("evil-flat", "evil_flat", """
+        from structret import hookimpl
+        @hookimpl
+        def register_indexes(register):
+            register("flat", dict)
+    """)
+    with pytest.raises(PluginError, match="evil-flat"):
+        get_registry()
+
+
+def test_unknown_name_lists_known_names_and_closest_match(fresh_registry):
+    with pytest.raises(PluginError) as err:
+        get_registry().get("backbone", "minlm")
+    message = str(err.value)
+    assert "Did you mean 'minilm'?" in message
+    assert "hf-encoder" in message and "t5" in message
+
+
+def test_broken_plugin_is_isolated_and_named(make_plugin):
+    make_plugin("broken-dist", "broken_plugin", "import a_module_that_does_not_exist\n")
+    with pytest.warns(PluginWarning, match="broken-dist"):
+        registry = get_registry()
+    assert registry.has("backbone", "minilm")
+    assert [b.distribution for b in registry.broken] == ["broken-dist"]
+
+
+def test_plugin_whose_hook_raises_is_isolated(make_plugin):
+    make_plugin("raising-dist", "raising_plugin", """
+        from structret import hookimpl
+        @hookimpl
+        def register_backbones(register):
+            raise RuntimeError("boom")
+    """)
+    with pytest.warns(PluginWarning, match="raising-dist.*boom"):
+        registry = get_registry()
+    assert registry.has("index", "flat")
+
+
+def test_misspelled_hook_is_reported_not_ignored(make_plugin):
+    make_plugin("typo-dist", "typo_plugin", """
+        from structret import hookimpl
+        @hookimpl
+        def register_backbone(register):
+            register("never-seen", dict)
+    """)
+    with pytest.warns(PluginWarning, match="register_backbone .did you mean register_backbones"):
+        registry = get_registry()
+    assert not registry.has("backbone", "never-seen")
+
+
+def test_lazy_target_with_missing_dependency_names_the_module(make_plugin):
+    make_plugin("needs-dist", "needs_plugin", """
+        from structret import hookimpl
+        @hookimpl
+        def register_backbones(register):
+            register("needy", "needy_impl_module_missing:Factory")
+    """)
+    entry = get_registry().get("backbone", "needy")
+    with pytest.raises(PluginError, match="needy_impl_module_missing.*needs-dist|needs-dist.*needy_impl_module_missing"):
+        entry.load()
+
+
+def test_allow_list_limits_loading_to_named_distributions(make_plugin, monkeypatch):
+    make_plugin("extra-dist", "extra_plugin", """
+        from structret import hookimpl
+        @hookimpl
+        def register_indexes(register):
+            register("extra-index", dict)
+    """)
+    assert get_registry().has("index", "extra-index")
+
+    from structret.registry import reset_registry
+
+    monkeypatch.setenv("STRUCTRET_LOAD_PLUGINS", "extra_dist")  # normalized like pip names
+    reset_registry()
+    registry = get_registry()
+    assert registry.has("index", "extra-index") and not registry.has("index", "flat")
+
+    monkeypatch.setenv("STRUCTRET_LOAD_PLUGINS", "structret")
+    reset_registry()
+    registry = get_registry()
+    assert registry.has("index", "flat") and not registry.has("index", "extra-index")
+
+
+HEAVY = ["torch", "transformers", "tree_sitter", "spacy", "nltk", "hnswlib", "numpy", "bm25s", "pyarrow"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plugins"], ["plugins", "--kind", "backbone"]])
+def test_help_and_plugins_import_no_heavy_library(argv):
+    code = (
+        "import sys, json\n"
+        "from structret.cli import cli\n"
+        f"try:\n    cli.main({argv!r}, prog_name='structret', standalone_mode=False)\n"
+        "except SystemExit:\n    pass\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
