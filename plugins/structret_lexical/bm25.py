@@ -1,0 +1,163 @@
+"""BM25 through bm25s, with identifier splitting for code.
+
+Code search queries are natural language ("read input file") while code spells the
+same words as identifiers (``readInputFile``, ``read_input_file``). A plain word
+tokenizer sees one rare token where the query has three common ones, so BM25 on code
+would match almost nothing. Splitting camelCase and snake_case into sub-tokens -- as
+CodeSearchNet's own baselines do with ``split_identifier_into_parts`` -- fixes that;
+the whole identifier is kept as well so an exact name in the query still counts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+
+# bm25s' default token pattern keeps words of two or more characters; the same rule
+# is applied to sub-tokens so "getX" does not index a lone "x".
+_MIN_LEN = 2
+_WORD = re.compile(r"\w+")
+
+
+def _kind(ch: str) -> str:
+    if ch.isdigit():
+        return "d"
+    return "u" if ch.isupper() else "l"  # caseless letters (CJK, ...) join lower-case runs
+
+
+def _camel_parts(segment: str) -> list[str]:
+    parts, start = [], 0
+    kinds = [_kind(ch) for ch in segment]
+    for i in range(1, len(segment)):
+        prev, cur = kinds[i - 1], kinds[i]
+        boundary = (
+            (cur == "u" and prev in "ld")  # readInput
+            or (cur == "u" and prev == "u" and i + 1 < len(segment) and kinds[i + 1] == "l")  # HTTPServer
+            or ((cur == "d") != (prev == "d"))  # utf8 -> utf, 8
+        )
+        if boundary:
+            parts.append(segment[start:i])
+            start = i
+    parts.append(segment[start:])
+    return parts
+
+
+def split_identifier(word: str) -> list[str]:
+    """``readInputFile`` -> [read, Input, File]; ``read_input_file`` -> [read, input, file]."""
+    return [part for segment in word.split("_") if segment for part in _camel_parts(segment)]
+
+
+class BM25Retriever:
+    """Lexical retriever: ``fit(docs)``, then ``score`` or ``search`` queries."""
+
+    def __init__(
+        self,
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        stopwords: str | list[str] | None = "en",
+        lowercase: bool = True,
+        split_identifiers: bool = True,
+    ) -> None:
+        # k1=1.5, b=0.75 are bm25s' own defaults; nothing in the papers fixes them
+        try:
+            import bm25s
+            from bm25s.tokenization import Tokenizer
+        except ImportError as exc:  # pragma: no cover - bm25s is a core dependency
+            raise ImportError("the bm25 retriever needs bm25s: pip install bm25s") from exc
+        self._bm25s = bm25s
+        self.k1, self.b, self.method = k1, b, method
+        self.lowercase = lowercase
+        self.split_identifiers = split_identifiers
+        try:
+            # bm25s resolves names such as "en" to its bundled lists
+            self._stopwords = frozenset(Tokenizer(stopwords=stopwords).stopwords or ())
+        except ValueError as exc:
+            raise ValueError(f"bm25: unknown stopwords {stopwords!r}; use a language code like 'en', None, or a list of words") from exc
+        self._model = None
+        self._n_docs = 0
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens = []
+        for word in _WORD.findall(text):
+            parts = split_identifier(word) if self.split_identifiers else []
+            whole = word.strip("_")
+            candidates = [whole] + (parts if len(parts) > 1 or (parts and parts[0] != whole) else [])
+            for token in candidates:
+                if self.lowercase:
+                    token = token.lower()
+                if len(token) >= _MIN_LEN and token.lower() not in self._stopwords:
+                    tokens.append(token)
+        return tokens
+
+    def fit(self, docs: Sequence[str]) -> None:
+        if isinstance(docs, str):
+            raise TypeError("bm25: fit() takes a sequence of documents, not a single string")
+        docs = list(docs)
+        if not docs:
+            raise ValueError("bm25: cannot index an empty corpus; fit() needs at least one document")
+        corpus_tokens = [self.tokenize(doc) for doc in docs]
+        if not any(corpus_tokens):
+            raise ValueError(
+                f"bm25: none of the {len(docs)} documents has an indexable word "
+                "(all empty, too short or stopwords)"
+            )
+        model = self._bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        model.index(corpus_tokens, show_progress=False)
+        self._model = model
+        self._n_docs = len(docs)
+
+    def __len__(self) -> int:
+        return self._n_docs
+
+    def _check_fitted(self) -> None:
+        if self._model is None:
+            raise RuntimeError("bm25: call fit(docs) before scoring or searching")
+
+    def _query_scores(self, query: str) -> np.ndarray:
+        tokens = self.tokenize(query)
+        # bm25s.get_scores fails on an empty token list; an empty query matches nothing
+        if not tokens:
+            return np.zeros(self._n_docs, dtype=np.float32)
+        return np.asarray(self._model.get_scores(tokens), dtype=np.float32)
+
+    def score(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> np.ndarray:
+        """Scores [len(queries), n] against all documents, or [len(queries), len(doc_indices)]."""
+        self._check_fitted()
+        if isinstance(queries, str):
+            raise TypeError("bm25: score() takes a sequence of queries, not a single string")
+        if doc_indices is not None:
+            doc_indices = np.asarray(doc_indices)
+            if doc_indices.ndim != 1 or (doc_indices.size and not np.issubdtype(doc_indices.dtype, np.integer)):
+                raise ValueError("bm25: doc_indices must be a 1-D array of document indices")
+            if doc_indices.size and (doc_indices.min() < 0 or doc_indices.max() >= self._n_docs):
+                raise ValueError(f"bm25: doc_indices must lie in 0..{self._n_docs - 1}")
+        width = self._n_docs if doc_indices is None else len(doc_indices)
+        out = np.empty((len(queries), width), dtype=np.float32)
+        for i, query in enumerate(queries):
+            row = self._query_scores(query)
+            out[i] = row if doc_indices is None else row[doc_indices]
+        return out
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k per query: scores [nq, k'] best first and document indices, k' = min(k, n).
+
+        Equal scores keep document order. Done on the full score row rather than
+        bm25s.retrieve, which costs the same per query but rejects empty queries.
+        """
+        self._check_fitted()
+        if isinstance(queries, str):
+            raise TypeError("bm25: search() takes a sequence of queries, not a single string")
+        if k < 1:
+            raise ValueError(f"bm25: k must be at least 1, not {k}")
+        k = min(k, self._n_docs)
+        scores = np.empty((len(queries), k), dtype=np.float32)
+        indices = np.empty((len(queries), k), dtype=np.int64)
+        for i, query in enumerate(queries):
+            row = self._query_scores(query)
+            top = np.argsort(-row, kind="stable")[:k]
+            scores[i], indices[i] = row[top], top
+        return scores, indices
