@@ -108,6 +108,11 @@ class ReadStats:
         if len(self.examples) < self.max_examples:
             self.examples.append(f"{where}: {reason}")
 
+    def leave_out(self, reason: str, n: int = 1) -> None:
+        """Count rows left out by choice (another split, locale, ...): no example line,
+        since they are not faults and would crowd real problems out of ``examples``."""
+        self.skipped[reason] += n
+
     def merge(self, other: "ReadStats") -> None:
         self.used += other.used
         self.skipped.update(other.skipped)

@@ -9,7 +9,7 @@ Which fields make the texts, as CodeXGLUE's own ``Text-Code/NL-code-search-Adv/c
 - code: ``' '.join(code_tokens)`` when the row has ``code_tokens``, else
   ``' '.join(function_tokens)``. It never reads the ``code``/``function`` strings, so by
   default neither do we; ``code_text="raw"`` takes the string instead (for extractors that
-  need the original layout). CodeXGLUE replaces function and variable names in the test
+  need the original layout), without its docstring, which the tokens leave out too. CodeXGLUE replaces function and variable names in the test
   split; published scores are computed on the tokens, so the default reads those.
 Its evaluator keys answers by ``url`` and compares ``idx`` values.
 """
@@ -21,6 +21,7 @@ import os
 from structret.errors import DataError
 from structret.records import CodeRecord, Dataset, Query, ReadStats
 
+from structret_datasets._docstring import strip_python_docstring
 from structret_datasets._rows import BadRow, check_choice, check_options, get_id, get_str, get_tokens, iter_jsonl
 
 READER = "adv"
@@ -81,7 +82,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
             else:
                 if "code" not in row and "function" not in row:
                     raise BadRow("missing field 'code' or 'function'")
-                code = get_str(row, "code" if "code" in row else "function")
+                code = strip_python_docstring(get_str(row, "code" if "code" in row else "function"))
             if not code.strip():
                 raise BadRow("empty code")
             if qid in queries or docid in corpus:

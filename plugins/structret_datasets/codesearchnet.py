@@ -3,7 +3,8 @@
 Published layout: ``{lang}/final/jsonl/{split}/{lang}_{split}_{n}.jsonl.gz``. The query is
 ``' '.join(docstring_tokens)`` (the CodeBERT/CodeXGLUE convention: the tokenized first
 paragraph); the ``docstring`` field holds the whole docstring and would leak far more than
-a user's query does. The document is ``code``, whose docstring is already removed.
+a user's query does. The document is ``code``; for Python that field still holds the
+docstring the query came from, so it is taken out (see ``_docstring``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import re
 from structret.errors import DataError
 from structret.records import CodeRecord, Dataset, Query, ReadStats
 
-from structret_datasets._rows import BadRow, check_options, get_str, get_tokens, iter_jsonl, natural_key
+from structret_datasets._docstring import strip_python_docstring
+from structret_datasets._rows import BadRow, LeftOut, check_options, get_str, get_tokens, iter_jsonl, natural_key, record_skip
 
 READER = "codesearchnet"
 SPLITS = ("train", "valid", "test")
@@ -32,7 +34,7 @@ class _File:
         self.name = os.path.basename(path)
         self.split = None
         self.language = None
-        match = re.match(r"^(.+?)_([A-Za-z]+)_\d+\.jsonl(?:\.gz)?$", self.name)
+        match = re.match(r"^(.+)_([A-Za-z]+)_\d+\.jsonl(?:\.gz)?$", self.name)
         if match and match.group(2) in splits:
             self.language, self.split = match.group(1), match.group(2)
         elif under_root:
@@ -114,11 +116,13 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
                     if not partition:
                         raise BadRow("missing field 'partition'")
                     if partition != split:
-                        raise BadRow(f"partition is not '{split}'")
+                        raise LeftOut(f"partition is not '{split}'")
                 row_language = get_str(row, "language") or file.language or ""
                 if language and row_language.lower() != language:
-                    raise BadRow(f"language is not '{language}'")
+                    raise LeftOut(f"language is not '{language}'")
                 code = get_str(row, "code", required=True)
+                if row_language.lower() == "python":
+                    code = strip_python_docstring(code)
                 if not code.strip():
                     raise BadRow("empty code")
                 docstring_tokens = get_tokens(row, "docstring_tokens", required=True)
@@ -144,7 +148,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
                     docstring_tokens=docstring_tokens,
                 )
             except BadRow as bad:
-                stats.skip(where, bad.reason)
+                record_skip(stats, where, bad)
                 continue
             stats.use()
             corpus[rid] = record
