@@ -21,8 +21,13 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STRUCTRET_CACHE") or Path.home() / ".cache" / "structret")
 
 
-def default_dataset(split: str = "test") -> Dataset:
-    """The installed Python standard library, mined once into CodeSearchNet format and cached."""
+def default_dataset(split: str | None = None) -> Dataset:
+    """The installed Python standard library, mined once into CodeSearchNet format and cached.
+
+    Zero-shot evaluation trains on none of it, so by default every split is test data:
+    the test split alone (about 400 functions) is too small for CodeSearchNet's
+    1000-pair batches.
+    """
     from structret.data import load_dataset
     from structret.mining import mine
 
@@ -33,7 +38,7 @@ def default_dataset(split: str = "test") -> Dataset:
         report = mine(sysconfig.get_paths()["stdlib"], "python", out, repo=f"cpython-{version}-stdlib")
         print(report.summary(), file=sys.stderr)
     dataset = load_dataset(f"codesearchnet:{out}", split=split)
-    dataset.name = f"Python {version} stdlib ({split} split, mined)"
+    dataset.name = f"Python {version} standard library, mined ({f'{split} split' if split else 'all splits'})"
     print(dataset.stats.summary(), file=sys.stderr)
     return dataset
 

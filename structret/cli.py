@@ -86,7 +86,9 @@ def plugins(kind):
 @click.option("--language", "-l", required=True, help="A registered miner: python, go, java, javascript, php, ruby.")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Output .jsonl.gz (CodeSearchNet rows).")
 @click.option("--repo", help="Value of the 'repo' field (default: the folder name).")
-def mine(src, language, out, repo):
+@click.option("--exclude", multiple=True, metavar="DIRNAME",
+              help="Folder name to skip, repeatable (always skipped: __pycache__, site-packages, node_modules, vendor).")
+def mine(src, language, out, repo, exclude):
     """Turn a source tree into a CodeSearchNet-format corpus.
 
     Applies CodeSearchNet's rules (query = first docstring paragraph; drops short
@@ -99,9 +101,9 @@ def mine(src, language, out, repo):
       structret bench --data codesearchnet:stdlib.jsonl.gz --split test
     """
     get_registry().get("miner", language)  # unknown language: error before walking the tree
-    from structret.mining import mine as run_mine
+    from structret.mining import DEFAULT_EXCLUDE, mine as run_mine
 
-    report = run_mine(src, language, out, repo=repo)
+    report = run_mine(src, language, out, repo=repo, exclude=tuple(DEFAULT_EXCLUDE) + exclude)
     click.echo(report.summary())
 
 
@@ -290,7 +292,7 @@ def search(index_dir, queries, k, lines):
 
 @cli.command()
 @click.option("--data", "-d", "data", help="FORMAT:PATH (default: the installed Python standard library, mined).")
-@click.option("--split", help="Split to evaluate (default: test).")
+@click.option("--split", help="Split to evaluate (default: test; for the mined stdlib: all of it).")
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
 @click.option("--system", "-s", "systems", multiple=True,
               help="A retriever or backbone, repeatable (default: bm25 and minilm).")
@@ -315,7 +317,7 @@ def bench(data, split, data_options, systems, batch_size, limit, json_out):
 
     systems = list(systems) or ["bm25", "minilm"]
     if data is None:
-        dataset = default_dataset(split=split or "test")
+        dataset = default_dataset(split=split)
     else:
         dataset = _read(data, split or "test", data_options)
     result = run_bench(dataset, systems, batch_size=batch_size, limit=limit)

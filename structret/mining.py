@@ -1,0 +1,407 @@
+"""``structret mine``: turn a source tree into a CodeSearchNet-format corpus.
+
+The language-specific part (finding functions, their docstrings and tokens) is a
+*miner* from the plugin registry; everything CodeSearchNet decided on top of that
+is here, the same for every language:
+
+* the query is the docstring's first paragraph, tokenized with CodeSearchNet's
+  docstring tokenizer (``docstring_tokens``);
+* a function is dropped, and counted under the first rule it fails, in this order:
+  ``dunder or constructor``, ``standard method`` (``toString``, Ruby ``==`` ...),
+  ``'test' in name``, ``no docstring``, ``docstring < 3 tokens`` (of the query),
+  ``code < 3 lines`` (non-blank lines of ``code``), ``duplicate code`` (the same
+  ``code`` as a function kept before it; the first copy is kept);
+* the train/valid/test partition is a hash of the file's path, so every function
+  of a file lands in the same split and re-mining gives the same split.
+
+A miner is any object with
+
+``extensions: tuple[str, ...]``
+    file suffixes it reads, e.g. ``(".py",)``;
+``functions(source: str, path: str) -> list[MinedFunction]``
+    the functions of one file in source order. ``source`` is the decoded file with
+    ``\\n`` line ends; ``path`` is only for messages. It raises ``SyntaxError``
+    (with ``lineno`` set) for a file it cannot parse; ``mine`` skips and counts it;
+``standard_methods: frozenset[str]`` (optional)
+    method names CodeSearchNet drops as standard extension methods of the
+    language (Java ``toString``, JavaScript ``valueOf`` ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Iterator, Protocol, Sequence, runtime_checkable
+
+from structret.errors import DataError
+
+SPLIT_NAMES = ("train", "valid", "test")
+
+# Directories that hold someone else's code or build output, not the project's own.
+DEFAULT_EXCLUDE = ("__pycache__", "site-packages", "node_modules", "vendor")
+
+# Drop rules, in the order they are checked.
+RULE_DUNDER = "dunder or constructor"
+RULE_STANDARD = "standard method"
+RULE_TEST = "'test' in name"
+RULE_NO_DOC = "no docstring"
+RULE_SHORT_DOC = "docstring < 3 tokens"
+RULE_SHORT_CODE = "code < 3 lines"
+RULE_DUPLICATE = "duplicate code"
+RULES = (RULE_DUNDER, RULE_STANDARD, RULE_TEST, RULE_NO_DOC, RULE_SHORT_DOC, RULE_SHORT_CODE, RULE_DUPLICATE)
+
+MIN_DOCSTRING_TOKENS = 3
+MIN_CODE_LINES = 3
+MAX_EXAMPLES = 10
+
+# CodeSearchNet's docstring tokenizer (function_parser, DOCSTRING_REGEX_TOKENIZER),
+# written out long-hand. A word is a run of anything but whitespace and the
+# delimiters below; each delimiter kind comes out as its own run ("...", "((").
+# Commas and quotes are delimiters without a token of their own, so they vanish;
+# '<' is not a delimiter but '>' is -- both quirks are CodeSearchNet's.
+_DOCSTRING_TOKEN = re.compile(
+    r"""
+      [^\s,'"`.():\[\]=*;>{}+\-/\\]+     # a word
+    | \\+ | \.+                          # runs of backslashes, dots
+    | \(\) | \{\} | \[\]                 # empty bracket pairs stay together
+    | \(+ | \)+ | \{+ | \}+ | \[+ | \]+  # runs of one bracket
+    | :+ | =+ | \*+ | ;+ | >+ | \++ | -+ | /+
+    """,
+    re.VERBOSE,
+)
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_TAG_LINE = re.compile(r"^[ \t]*@", re.MULTILINE)
+_DUNDER = re.compile(r"__\w+__")
+
+
+@dataclass
+class MinedFunction:
+    """One function or method as a miner found it, before any filtering."""
+
+    func_name: str  # "Class.method" for methods, else "name"
+    original_string: str  # the function's source as CodeSearchNet stores it
+    code: str  # the source without its docstring
+    docstring: str  # the whole docstring / doc comment, comment markers removed
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    code_tokens: list[str] = field(default_factory=list)
+    is_constructor: bool = False
+
+
+@runtime_checkable
+class Miner(Protocol):
+    """What ``register_miners`` factories return; see the module docstring."""
+
+    extensions: tuple[str, ...]
+
+    def functions(self, source: str, path: str) -> list[MinedFunction]: ...
+
+
+def tokenize_docstring(text: str) -> list[str]:
+    """Split text into tokens exactly as CodeSearchNet's ``docstring_tokens`` were."""
+    return _DOCSTRING_TOKEN.findall(text)
+
+
+def docstring_summary(docstring: str) -> str:
+    """The docstring's first paragraph: what a user would type as the query.
+
+    Text before the first blank line; a docstring without one stops at its first
+    ``@tag`` line (JavaDoc/JSDoc ``@param``), as in CodeSearchNet.
+    """
+    blank = _BLANK_LINE.search(docstring)
+    if blank:
+        return docstring[: blank.start()].strip()
+    # CodeSearchNet cut at the first '@' anywhere, which also cut "{@link X}" and
+    # e-mail addresses in half; only a line starting with '@' begins the tags.
+    tag = _TAG_LINE.search(docstring)
+    if tag:
+        return docstring[: tag.start()].strip()
+    return docstring.strip()
+
+
+def partition_of(rel_path: str, splits: Sequence[float] = (0.8, 0.1, 0.1)) -> str:
+    """The split a file belongs to: sha1 of its relative path mapped to [0, 1)."""
+    digest = hashlib.sha1(rel_path.encode("utf-8")).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    bound = 0.0
+    for name, share in zip(SPLIT_NAMES, splits):
+        bound += share
+        if u < bound:
+            return name
+    return SPLIT_NAMES[-1]  # u just under 1.0 with shares summing to 0.9999...
+
+
+def drop_rule(
+    fn: MinedFunction, docstring_tokens: list[str], standard_methods: frozenset[str] = frozenset()
+) -> str | None:
+    """The first CodeSearchNet rule ``fn`` fails (duplicates aside), or None to keep it."""
+    short_name = fn.func_name.rsplit(".", 1)[-1]
+    if fn.is_constructor or _DUNDER.fullmatch(short_name):
+        return RULE_DUNDER
+    if short_name in standard_methods:
+        return RULE_STANDARD
+    if "test" in fn.func_name.lower():
+        return RULE_TEST
+    if not fn.docstring.strip():
+        return RULE_NO_DOC
+    if len(docstring_tokens) < MIN_DOCSTRING_TOKENS:
+        return RULE_SHORT_DOC
+    if sum(1 for line in fn.code.splitlines() if line.strip()) < MIN_CODE_LINES:
+        return RULE_SHORT_CODE
+    return None
+
+
+@dataclass
+class MineReport:
+    """What ``mine`` read, kept and dropped; ``functions_found == kept + sum(dropped)``."""
+
+    src: str = ""
+    language: str = ""
+    out: str = ""
+    exclude: tuple[str, ...] = ()
+    extensions: tuple[str, ...] = ()
+    files_seen: int = 0
+    files_skipped: Counter = field(default_factory=Counter)
+    skipped_examples: list[str] = field(default_factory=list)  # "path:line: reason"
+    functions_found: int = 0
+    kept: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    by_split: Counter = field(default_factory=Counter)
+
+    def skip_file(self, where: str, reason: str, detail: str = "") -> None:
+        self.files_skipped[reason] += 1
+        if len(self.skipped_examples) < MAX_EXAMPLES:
+            self.skipped_examples.append(f"{where}: {reason}" + (f" ({detail})" if detail else ""))
+
+    def summary(self) -> str:
+        skipped = sum(self.files_skipped.values())
+        lines = [f"mined {self.language} functions from {self.src}"]
+        if self.exclude:
+            lines.append(f"  not entered: hidden directories and {', '.join(self.exclude)}")
+        files = f"  files: {self.files_seen} seen, {self.files_seen - skipped} parsed, {skipped} skipped"
+        if skipped:
+            files += " (" + ", ".join(f"{r}: {n}" for r, n in self.files_skipped.most_common()) + ")"
+        lines.append(files)
+        if self.skipped_examples:
+            lines.append("    first skipped: " + "; ".join(self.skipped_examples))
+        if not self.files_seen:
+            lines.append(
+                f"  no file ending in {' or '.join(self.extensions)} was found; "
+                f"is --language {self.language} the language of this tree?"
+            )
+        dropped = sum(self.dropped.values())
+        lines.append(f"  functions: {self.functions_found} found = {self.kept} kept + {dropped} dropped")
+        for rule in RULES:
+            if self.dropped[rule]:
+                lines.append(f"    dropped, {rule}: {self.dropped[rule]}")
+        lines.append("  kept by split: " + ", ".join(f"{s} {self.by_split[s]}" for s in SPLIT_NAMES))
+        lines.append(f"  wrote {self.out}")
+        return "\n".join(lines)
+
+
+def mine(
+    src: str | os.PathLike,
+    language: str,
+    out: str | os.PathLike,
+    *,
+    repo: str | None = None,
+    splits: Sequence[float] = (0.8, 0.1, 0.1),
+    exclude: Sequence[str] = DEFAULT_EXCLUDE,
+    show_progress: bool = True,
+) -> MineReport:
+    """Mine every ``language`` file under ``src`` into a CodeSearchNet jsonl(.gz) at ``out``.
+
+    ``exclude`` names directories not to enter (hidden ones never are). ``out`` is
+    gzip-compressed when it ends in ``.gz``, and appears only when complete.
+    """
+    from tqdm import tqdm  # only a mining run pays for it
+
+    from structret.registry import get_registry
+
+    root = Path(src).expanduser().resolve()
+    if not root.is_dir():
+        raise DataError(f"{src}: not a directory. Pass the root of the source tree to mine.")
+    splits = _check_splits(splits)
+    miner = get_registry().create("miner", language)
+    extensions = tuple(miner.extensions)
+    standard_methods = frozenset(getattr(miner, "standard_methods", ()))
+    out_path = Path(out).expanduser()
+    if out_path.is_dir():
+        raise DataError(f"{out}: is a directory. Give a file name such as {language}.jsonl.gz.")
+
+    report = MineReport(
+        src=str(root), language=language, out=str(out_path), exclude=tuple(exclude), extensions=extensions
+    )
+    repo = repo if repo is not None else (root.name or str(root))
+    sha = git_head(root)
+    files = list(_source_files(root, extensions, frozenset(exclude)))
+    report.files_seen = len(files)
+    seen_code: set[bytes] = set()
+
+    with _atomic_writer(out_path) as sink:
+        for file in tqdm(files, desc=f"mining {language}", unit="file", disable=not show_progress):
+            rel = file.relative_to(root).as_posix()
+            source = _read_source(file, rel, report)
+            if source is None:
+                continue
+            try:
+                functions = miner.functions(source, rel)
+            except SyntaxError as exc:
+                report.skip_file(f"{rel}:{exc.lineno or 1}", "syntax error", exc.msg or "")
+                continue
+            except Exception as exc:
+                # A bug in the miner, not in the file: one file should not cost a long
+                # run, and the summary shows the error so it can be reported.
+                report.skip_file(f"{rel}:1", "miner error", repr(exc))
+                continue
+            partition = partition_of(rel, splits)
+            for fn in functions:
+                report.functions_found += 1
+                summary_tokens = tokenize_docstring(docstring_summary(fn.docstring))
+                rule = drop_rule(fn, summary_tokens, standard_methods)
+                if rule is None:
+                    key = hashlib.sha1(fn.code.encode("utf-8")).digest()
+                    if key in seen_code:
+                        rule = RULE_DUPLICATE
+                    seen_code.add(key)
+                if rule is not None:
+                    report.dropped[rule] += 1
+                    continue
+                row = {
+                    "repo": repo,
+                    "path": rel,
+                    "func_name": fn.func_name,
+                    "original_string": fn.original_string,
+                    "language": language,
+                    "code": fn.code,
+                    "code_tokens": fn.code_tokens,
+                    "docstring": fn.docstring,
+                    "docstring_tokens": summary_tokens,
+                    "sha": sha,
+                    "partition": partition,
+                    "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}",
+                }
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+                report.kept += 1
+                report.by_split[partition] += 1
+    return report
+
+
+def _check_splits(splits: Sequence[float]) -> tuple[float, float, float]:
+    values = tuple(float(s) for s in splits)
+    if len(values) != 3 or any(v < 0 for v in values) or abs(sum(values) - 1.0) > 1e-6:
+        raise ValueError(
+            f"splits={tuple(splits)!r}: give three non-negative shares for train, valid and test "
+            f"that add up to 1, e.g. (0.8, 0.1, 0.1)."
+        )
+    return values  # type: ignore[return-value]
+
+
+def _source_files(root: Path, extensions: tuple[str, ...], exclude: frozenset[str]) -> Iterator[Path]:
+    """Files under ``root`` with one of ``extensions``, in a fixed (sorted) order.
+
+    Symlinked directories are not followed: that rules out loops, and a linked
+    copy of code already in the tree would only add duplicates.
+    """
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude)
+        for name in sorted(filenames):
+            if not name.startswith(".") and name.endswith(extensions):
+                yield Path(dirpath, name)
+
+
+def _read_source(file: Path, rel: str, report: MineReport) -> str | None:
+    """The file as text with ``\\n`` line ends, or None (skipped and counted)."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        report.skip_file(f"{rel}:1", "unreadable", exc.strerror or str(exc))
+        return None
+    try:
+        # like CodeSearchNet, which read every file as UTF-8; a BOM is not content
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        report.skip_file(f"{rel}:{line}", "not UTF-8", f"byte 0x{data[exc.start]:02x}")
+        return None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextlib.contextmanager
+def _atomic_writer(path: Path) -> Iterator[IO[str]]:
+    """Text written here lands at ``path`` only if the block finishes; else nothing does."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with open(fd, "wb") as raw:
+            with contextlib.ExitStack() as stack:
+                binary: IO[bytes] = raw
+                if path.name.endswith(".gz"):
+                    # no file name and a zero mtime in the header: the same corpus, the same bytes
+                    binary = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+                text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
+                yield text
+                text.flush()
+                text.detach()  # what lies underneath is closed by its own `with`
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def git_head(path: Path) -> str:
+    """The commit checked out at ``path`` if it is the root of a git checkout, else "".
+
+    Reads ``.git`` directly so mining needs no git binary; worktrees and
+    submodules (a ``.git`` file pointing elsewhere) and packed refs are handled.
+    Directories above ``path`` are not searched: a checkout that merely contains
+    the tree (a home directory under git, say) says nothing about its source.
+    """
+    dotgit = path / ".git"
+    try:
+        if dotgit.is_dir():
+            return _resolve_head(dotgit)
+        if dotgit.is_file():
+            target = dotgit.read_text(encoding="utf-8").strip()
+            if target.startswith("gitdir:"):
+                return _resolve_head((path / target[len("gitdir:"):].strip()).resolve())
+    except (OSError, ValueError):  # unreadable or not text: no sha rather than no corpus
+        pass
+    return ""
+
+
+_SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def _resolve_head(gitdir: Path) -> str:
+    head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
+    if not head.startswith("ref:"):
+        return head if _SHA.fullmatch(head) else ""
+    ref = head[len("ref:"):].strip()
+    common = gitdir
+    if (gitdir / "commondir").is_file():  # a linked worktree keeps its branches in the main .git
+        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    for base in (gitdir, common):
+        loose = base / ref
+        if loose.is_file():
+            value = loose.read_text(encoding="utf-8").strip()
+            return value if _SHA.fullmatch(value) else ""
+    packed = common / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text(encoding="utf-8").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1] == ref and _SHA.fullmatch(parts[0]):
+                return parts[0]
+    return ""  # a branch with no commit yet

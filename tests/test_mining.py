@@ -1,0 +1,693 @@
+"""``structret mine``: source trees of all six languages into CodeSearchNet rows."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from structret import mining
+from structret.errors import DataError, PluginError
+from structret.mining import (
+    RULE_DUNDER,
+    RULE_DUPLICATE,
+    RULE_NO_DOC,
+    RULE_SHORT_CODE,
+    RULE_SHORT_DOC,
+    RULE_STANDARD,
+    RULE_TEST,
+    MinedFunction,
+    docstring_summary,
+    mine,
+    partition_of,
+    tokenize_docstring,
+)
+
+CSN_FIELDS = [
+    "repo", "path", "func_name", "original_string", "language", "code",
+    "code_tokens", "docstring", "docstring_tokens", "sha", "partition", "url",
+]
+
+# Every fixture has, besides two functions that are kept, one function per drop rule.
+PYTHON = '''import os
+
+
+def add_numbers(a, b):
+    """Add two numbers and return the sum.
+
+    Longer text that is not part of the query.
+    """
+
+    total = a + b  # keep this comment
+    return total
+
+
+def short_doc(a):
+    """Short doc"""
+    x = a
+    return x
+
+
+def two_lines(a):
+    """Return the argument unchanged, always."""
+    return a
+
+
+def no_doc(a):
+    x = a + 1
+    return x
+
+
+def test_something(a):
+    """Check that something works as expected."""
+    x = a
+    return x
+
+
+class Widget:
+    """A widget."""
+
+    def __init__(self, size):
+        """Create a widget of the given size."""
+        self.size = size
+        self.name = "w"
+
+    def __repr__(self):
+        """Show the widget as a string for debugging."""
+        text = f"Widget({self.size})"
+        return text
+
+    @property
+    def area(self):
+        """Compute the area of the widget in square units."""
+        side = self.size
+        return side * side
+
+    def _helper(self):
+        def nested():
+            """Nested functions are not mined, as in CodeSearchNet."""
+            return 1
+        return nested()
+'''
+
+GO = '''package pkg
+
+type Widget struct{ size int }
+
+// AddNumbers adds two numbers and returns the sum.
+//
+// More words here.
+func AddNumbers(a int, b int) int {
+	total := a + b
+	return total
+}
+
+// Short doc
+func ShortDoc(a int) int {
+	x := a
+	return x
+}
+
+// TwoLines returns the argument unchanged.
+func TwoLines(a int) int { return a }
+
+func NoDoc(a int) int {
+	x := a + 1
+	return x
+}
+
+// TestSomething checks that something works as expected.
+func TestSomething(a int) int {
+	x := a
+	return x
+}
+
+// Area computes the area of the widget in square units.
+func (w *Widget) Area() int {
+	side := w.size
+	return side * side
+}
+'''
+
+JAVA = '''package pkg;
+
+public class Widget {
+    private int size;
+
+    /**
+     * Creates a widget of the given size.
+     */
+    public Widget(int size) {
+        this.size = size;
+        this.name = "w";
+    }
+
+    /**
+     * Adds two numbers and returns the sum.
+     *
+     * @param a the first number
+     * @return the sum
+     */
+    public int addNumbers(int a, int b) {
+        int total = a + b;
+        return total;
+    }
+
+    /** Short doc */
+    public int shortDoc(int a) {
+        int x = a;
+        return x;
+    }
+
+    /** Returns the argument unchanged. */
+    public int twoLines(int a) { return a; }
+
+    public int noDoc(int a) {
+        int x = a + 1;
+        return x;
+    }
+
+    /** Checks that something works as expected. */
+    public int testSomething(int a) {
+        int x = a;
+        return x;
+    }
+
+    /** Shows the widget as a string for debugging. */
+    @Override
+    public String toString() {
+        String s = "Widget";
+        return s;
+    }
+
+    /**
+     * Computes the area of the widget in square units.
+     * @return the area
+     */
+    public int area() {
+        int side = size;
+        return side * side;
+    }
+}
+'''
+
+JAVASCRIPT = '''/**
+ * Adds two numbers and returns the sum.
+ */
+function addNumbers(a, b) {
+  const total = a + b;
+  return total;
+}
+
+/** Short doc */
+function shortDoc(a) {
+  const x = a;
+  return x;
+}
+
+/** Returns the argument unchanged. */
+const twoLines = (a) => a;
+
+function noDoc(a) {
+  const x = a + 1;
+  return x;
+}
+
+/** Checks that something works as expected. */
+function testSomething(a) {
+  const x = a;
+  return x;
+}
+
+class Widget {
+  /** Creates a widget of the given size. */
+  constructor(size) {
+    this.size = size;
+    this.name = "w";
+  }
+
+  /** Returns the primitive value of the widget. */
+  valueOf() {
+    const s = this.size;
+    return s;
+  }
+
+  /** Computes the area of the widget in square units. */
+  area() {
+    const side = this.size;
+    return side * side;
+  }
+}
+
+module.exports = { addNumbers, Widget };
+'''
+
+PHP = '''<?php
+
+/**
+ * Adds two numbers and returns the sum.
+ */
+function addNumbers($a, $b) {
+    $total = $a + $b;
+    return $total;
+}
+
+/** Short doc */
+function shortDoc($a) {
+    $x = $a;
+    return $x;
+}
+
+/** Returns the argument unchanged. */
+function twoLines($a) { return $a; }
+
+function noDoc($a) {
+    $x = $a + 1;
+    return $x;
+}
+
+/** Checks that something works as expected. */
+function testSomething($a) {
+    $x = $a;
+    return $x;
+}
+
+class Widget {
+    /** Creates a widget of the given size. */
+    public function __construct($size) {
+        $this->size = $size;
+        $this->name = "w";
+    }
+
+    /** Shows the widget as a string for debugging. */
+    public function __toString() {
+        $s = "Widget";
+        return $s;
+    }
+
+    /** Computes the area of the widget in square units. */
+    public function area() {
+        $side = $this->size;
+        return $side * $side;
+    }
+}
+'''
+
+RUBY = '''# Adds two numbers and returns the sum.
+#
+# More words here.
+def add_numbers(a, b)
+  total = a + b
+  total
+end
+
+# Short doc
+def short_doc(a)
+  x = a
+  x
+end
+
+# Returns the argument unchanged.
+def two_lines(a); a; end
+
+def no_doc(a)
+  x = a + 1
+  x
+end
+
+# Checks that something works as expected.
+def test_something(a)
+  x = a
+  x
+end
+
+module Shapes
+  class Widget
+    # Creates a widget of the given size.
+    def initialize(size)
+      @size = size
+      @name = "w"
+    end
+
+    # Converts the widget to text for display.
+    def to_text
+      s = "Widget"
+      s
+    end
+
+    # Computes the area of the widget in square units.
+    def area
+      side = @size
+      side * side
+    end
+  end
+end
+'''
+
+# language -> (extension, source, source of a file with a syntax error at line 2 or 3,
+#              the two functions kept, dropped counts per rule)
+ONE_OF_EACH = Counter(
+    {
+        RULE_DUNDER: 1, RULE_STANDARD: 1, RULE_TEST: 1, RULE_NO_DOC: 1,
+        RULE_SHORT_DOC: 1, RULE_SHORT_CODE: 1, RULE_DUPLICATE: 1,
+    }
+)
+CASES = {
+    "python": (".py", PYTHON, "x = 1\n\ndef broken(:\n    pass\n", 3, ["add_numbers", "Widget.area"],
+               ONE_OF_EACH + Counter({RULE_DUNDER: 1, RULE_STANDARD: -1, RULE_NO_DOC: 1})),
+    "go": (".go", GO, "package pkg\n\nfunc broken( {\n}\n", 3, ["AddNumbers", "Widget.Area"],
+           ONE_OF_EACH - Counter({RULE_DUNDER: 1, RULE_STANDARD: 1})),
+    "java": (".java", JAVA, "class Broken {\n  void f( {\n}\n", 2, ["Widget.addNumbers", "Widget.area"], ONE_OF_EACH),
+    "javascript": (".js", JAVASCRIPT, "const x = 1;\nfunction broken( {\n}\n", 2, ["addNumbers", "Widget.area"],
+                   ONE_OF_EACH),
+    "php": (".php", PHP, "<?php\nfunction broken( {\n}\n", 2, ["addNumbers", "Widget.area"], ONE_OF_EACH),
+    "ruby": (".rb", RUBY, "x = 1\ndef broken(\n  1 +\nend\n", 2, ["add_numbers", "Shapes.Widget.area"], ONE_OF_EACH),
+}
+
+ADD_DOC_TOKENS = {
+    "python": ["Add", "two", "numbers", "and", "return", "the", "sum", "."],
+    "go": ["AddNumbers", "adds", "two", "numbers", "and", "returns", "the", "sum", "."],
+}
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def read_rows(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+# where the kept add-numbers function (with its doc comment) starts and the next one begins
+ADD_BLOCK = {
+    "python": ("def add_numbers", "def short_doc"),
+    "go": ("// AddNumbers adds", "// Short doc"),
+    "java": ("    /**\n     * Adds two", "    /** Short doc"),
+    "javascript": ("/**\n * Adds two", "/** Short doc"),
+    "php": ("/**\n * Adds two", "/** Short doc"),
+    "ruby": ("# Adds two", "# Short doc"),
+}
+
+
+def language_tree(root: Path, language: str) -> Path:
+    ext, source, broken, _, _, _ = CASES[language]
+    begin, end = ADD_BLOCK[language]
+    add = source[source.index(begin) : source.index(end)]
+    header = {"go": "package pkg\n\n", "php": "<?php\n\n", "java": "package pkg;\n\nclass Other {\n"}.get(language, "")
+    footer = "}\n" if language == "java" else ""
+    return write_tree(
+        root,
+        {
+            f"pkg/core{ext}": source,
+            # the same function again, later in the walk: a duplicate
+            f"pkg/later{ext}": header + add + footer,
+            f"pkg/broken{ext}": broken,
+            f"pkg/latin{ext}": b"x\n" + "caf\xe9 = 1\n".encode("latin-1"),
+            # never entered
+            f".hidden/hidden{ext}": source,
+            f"__pycache__/cached{ext}": source,
+            f"site-packages/dep{ext}": source,
+            "pkg/notes.txt": "not source",
+        },
+    )
+
+
+@pytest.mark.parametrize("language", sorted(CASES))
+def test_mine_each_language_applies_every_rule(tmp_path, language):
+    ext, source, _, error_line, kept, dropped = CASES[language]
+    src = language_tree(tmp_path / "proj", language)
+    out = tmp_path / "out" / "corpus.jsonl.gz"
+
+    report = mine(src, language, out, show_progress=False)
+
+    assert report.files_seen == 4
+    assert report.files_skipped == Counter({"syntax error": 1, "not UTF-8": 1})
+    assert f"pkg/broken{ext}:{error_line}: syntax error" in " ".join(report.skipped_examples)
+    assert f"pkg/latin{ext}:2: not UTF-8" in " ".join(report.skipped_examples)
+    assert report.dropped == +dropped
+    assert report.kept == len(kept) == 2
+    assert report.functions_found == report.kept + sum(report.dropped.values())
+
+    rows = read_rows(out)
+    assert [r["func_name"] for r in rows] == kept
+    for row in rows:
+        assert list(row) == CSN_FIELDS
+        assert row["language"] == language
+        assert row["repo"] == "proj"
+        assert row["path"] == f"pkg/core{ext}"
+        assert row["sha"] == ""
+        assert row["partition"] == partition_of(row["path"])
+        assert row["original_string"].startswith(row["code"].split("\n")[0])
+        assert row["original_string"].endswith(row["code"].split("\n")[-1])
+        assert len(row["docstring_tokens"]) >= 3
+
+    add = rows[0]
+    if language in ADD_DOC_TOKENS:
+        assert add["docstring_tokens"] == ADD_DOC_TOKENS[language]
+    else:
+        assert add["docstring_tokens"] == ["Adds", "two", "numbers", "and", "returns", "the", "sum", "."]
+    # the whole doc comment, markers removed; the query is only its first paragraph
+    assert add["docstring"].startswith(("Add two numbers", "Adds two numbers", "AddNumbers adds"))
+    assert "/**" not in add["docstring"] and "//" not in add["docstring"] and "#" not in add["docstring"]
+    assert "numbers" not in add["code"].split("\n", 1)[1]  # no docstring left in the code
+
+    # url: the function's own lines in the file
+    lines = source.split("\n")
+    first, last = (int(x) for x in add["url"].rsplit("#L", 1)[1].split("-L"))
+    assert add["url"].startswith((src / "pkg" / f"core{ext}").resolve().as_uri() + "#L")
+    assert "\n".join(lines[first - 1 : last]).strip().endswith(add["code"].split("\n")[-1].strip())
+    assert add["code"].split("\n")[0].strip() in lines[first - 1]
+
+
+def test_python_fields(tmp_path):
+    src = language_tree(tmp_path / "proj", "python")
+    out = tmp_path / "py.jsonl.gz"
+    mine(src, "python", out, show_progress=False)
+    add, area = read_rows(out)
+
+    assert add["code"] == "def add_numbers(a, b):\n    total = a + b  # keep this comment\n    return total"
+    assert add["original_string"].startswith('def add_numbers(a, b):\n    """Add two numbers and return the sum.\n')
+    assert add["docstring"] == "Add two numbers and return the sum.\n\n    Longer text that is not part of the query."
+    assert add["code_tokens"] == [
+        "def", "add_numbers", "(", "a", ",", "b", ")", ":", "total", "=", "a", "+", "b", "return", "total",
+    ]
+    assert add["url"].endswith("core.py#L4-L11")
+
+    # a method: Class.name; its text starts at `def` (the decorator is on line 49), later lines keep their indent
+    assert area["func_name"] == "Widget.area"
+    assert area["code"] == "def area(self):\n        side = self.size\n        return side * side"
+    assert area["url"].endswith("core.py#L50-L53")
+
+
+def test_treesitter_fields(tmp_path):
+    write_tree(tmp_path / "go", {"a.go": GO})
+    mine(tmp_path / "go", "go", tmp_path / "go.jsonl.gz", show_progress=False)
+    add, area = read_rows(tmp_path / "go.jsonl.gz")
+    assert add["docstring"] == "AddNumbers adds two numbers and returns the sum.\n\nMore words here."
+    assert add["code"] == add["original_string"]
+    assert add["code"] == "func AddNumbers(a int, b int) int {\n\ttotal := a + b\n\treturn total\n}"
+    assert area["code_tokens"] == [
+        "func", "(", "w", "*", "Widget", ")", "Area", "(", ")", "int", "{",
+        "side", ":=", "w", ".", "size", "return", "side", "*", "side", "}",
+    ]
+
+    write_tree(tmp_path / "java", {"A.java": JAVA})
+    mine(tmp_path / "java", "java", tmp_path / "java.jsonl.gz", show_progress=False)
+    _, area = read_rows(tmp_path / "java.jsonl.gz")
+    # no blank line in the JavaDoc: the query stops at the first @tag line
+    assert area["docstring"] == "Computes the area of the widget in square units.\n@return the area"
+    assert area["docstring_tokens"] == ["Computes", "the", "area", "of", "the", "widget", "in", "square", "units", "."]
+
+    write_tree(tmp_path / "rb", {"a.rb": RUBY})
+    mine(tmp_path / "rb", "ruby", tmp_path / "rb.jsonl.gz", show_progress=False)
+    _, area = read_rows(tmp_path / "rb.jsonl.gz")
+    assert area["code_tokens"] == ["def", "area", "side", "=", "@size", "side", "*", "side", "end"]
+
+
+def test_string_literal_is_one_token(tmp_path):
+    code = (
+        'package p\n\n// F returns a greeting for you.\n'
+        'func F() string {\n\ts := "hi, \\"you\\""  // note\n\treturn s\n}\n'
+    )
+    (fn,) = mining_functions("go", code)
+    assert fn.code_tokens == ["func", "F", "(", ")", "string", "{", "s", ":=", '"hi, \\"you\\""', "return", "s", "}"]
+
+
+def mining_functions(language: str, source: str) -> list[MinedFunction]:
+    from structret.registry import get_registry
+
+    return get_registry().create("miner", language).functions(source, "x")
+
+
+def test_doc_comment_must_touch_the_function():
+    js = (
+        "/** Detached doc comment here. */\n\nfunction a() {\n  return 1;\n}\n"
+        "// line comment, not a doc comment\nfunction b() {}\n"
+    )
+    a, b = mining_functions("javascript", js)
+    assert a.docstring == "" and b.docstring == ""
+    ruby = "x = 1 # trailing comment\ndef f\n  1\nend\n"
+    assert mining_functions("ruby", ruby)[0].docstring == ""
+
+
+def test_mining_twice_gives_identical_output(tmp_path):
+    src = language_tree(tmp_path / "proj", "python")
+    for i in range(8):  # enough files for more than one split
+        write_tree(src, {f"mod{i}/m.py": PYTHON.replace("add_numbers", f"add_numbers_{i}")})
+    first, second = tmp_path / "1.jsonl.gz", tmp_path / "2.jsonl.gz"
+    mine(src, "python", first, show_progress=False)
+    mine(src, "python", second, show_progress=False)
+    assert gzip.decompress(first.read_bytes()) == gzip.decompress(second.read_bytes())
+    assert first.read_bytes() == second.read_bytes()  # even the gzip header
+    rows = read_rows(first)
+    by_path: dict[str, set[str]] = {}
+    for row in rows:
+        by_path.setdefault(row["path"], set()).add(row["partition"])
+    assert all(len(parts) == 1 for parts in by_path.values())  # a file is never split
+
+
+def test_partition_of():
+    assert partition_of("a/b.py") == partition_of("a/b.py")
+    assert {partition_of(f"f{i}.py", (1, 0, 0)) for i in range(50)} == {"train"}
+    assert {partition_of(f"f{i}.py", (0, 0, 1)) for i in range(50)} == {"test"}
+    shares = Counter(partition_of(f"dir/f{i}.py") for i in range(5000))
+    assert 0.77 < shares["train"] / 5000 < 0.83 and 0.08 < shares["test"] / 5000 < 0.12
+
+
+def test_bad_splits_and_paths(tmp_path):
+    write_tree(tmp_path / "src", {"a.py": PYTHON})
+    with pytest.raises(ValueError, match="add up to 1"):
+        mine(tmp_path / "src", "python", tmp_path / "o.jsonl.gz", splits=(0.5, 0.1, 0.1), show_progress=False)
+    with pytest.raises(DataError, match="not a directory"):
+        mine(tmp_path / "nowhere", "python", tmp_path / "o.jsonl.gz", show_progress=False)
+    with pytest.raises(PluginError, match="unknown miner 'pyhton'.*Did you mean 'python'"):
+        mine(tmp_path / "src", "pyhton", tmp_path / "o.jsonl.gz", show_progress=False)
+
+
+def test_plain_jsonl_and_empty_tree(tmp_path):
+    write_tree(tmp_path / "src", {"a.py": PYTHON})
+    out = tmp_path / "corpus.jsonl"
+    report = mine(tmp_path / "src", "python", out, show_progress=False)
+    assert len(out.read_text(encoding="utf-8").splitlines()) == report.kept == 2
+
+    report = mine(tmp_path / "src", "go", tmp_path / "go.jsonl.gz", show_progress=False)
+    assert report.files_seen == 0 and read_rows(tmp_path / "go.jsonl.gz") == []
+    assert "is --language go the language of this tree?" in report.summary()
+
+
+def test_interrupted_run_leaves_previous_output(tmp_path, monkeypatch):
+    write_tree(tmp_path / "src", {"a.py": PYTHON, "b.py": PYTHON})
+    out = tmp_path / "corpus.jsonl.gz"
+    out.write_bytes(b"previous corpus")
+
+    class Exploding:
+        extensions = (".py",)
+
+        def __init__(self):
+            self.calls = 0
+
+        def functions(self, source, path):
+            self.calls += 1
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return [MinedFunction("f", "def f(): ...", "def f(): ...", "Does a thing well.", 1, 1)]
+
+    class FakeRegistry:
+        def create(self, kind, name):
+            return Exploding()
+
+    monkeypatch.setattr("structret.registry.get_registry", lambda: FakeRegistry())
+    with pytest.raises(KeyboardInterrupt):
+        mine(tmp_path / "src", "python", out, show_progress=False)
+    assert out.read_bytes() == b"previous corpus"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl.gz", "src"]  # no temp file left
+
+
+def test_a_failing_miner_costs_one_file(tmp_path, monkeypatch):
+    write_tree(tmp_path / "src", {"a.py": "", "b.py": ""})
+
+    class Buggy:
+        extensions = (".py",)
+
+        def functions(self, source, path):
+            if path == "a.py":
+                raise IndexError("list index out of range")
+            return [MinedFunction("f", "def f():\n  a\n  b", "def f():\n  a\n  b", "Does a thing well.", 1, 3)]
+
+    class FakeRegistry:
+        def create(self, kind, name):
+            return Buggy()
+
+    monkeypatch.setattr("structret.registry.get_registry", lambda: FakeRegistry())
+    report = mine(tmp_path / "src", "python", tmp_path / "o.jsonl.gz", show_progress=False)
+    assert report.files_skipped == Counter({"miner error": 1}) and report.kept == 1
+    assert "a.py:1: miner error (IndexError('list index out of range'))" in report.summary()
+
+
+def test_sha_from_git_head(tmp_path):
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    src = write_tree(tmp_path / "repo", {"a.py": PYTHON, ".git/HEAD": "ref: refs/heads/main\n"})
+    write_tree(src, {".git/packed-refs": f"# pack-refs with: peeled\n{sha} refs/heads/main\n"})
+    assert mining.git_head(src) == sha
+    write_tree(src, {".git/refs/heads/main": sha.replace("0", "f") + "\n"})
+    assert mining.git_head(src) == sha.replace("0", "f")
+    write_tree(src, {".git/HEAD": sha + "\n"})  # detached
+    mine(src, "python", tmp_path / "o.jsonl.gz", repo="me/repo", show_progress=False)
+    row = read_rows(tmp_path / "o.jsonl.gz")[0]
+    assert row["sha"] == sha and row["repo"] == "me/repo"
+    assert mining.git_head(src / "sub") == ""
+
+
+def test_missing_grammar_names_the_package(monkeypatch):
+    from structret_code import treesitter_miner
+
+    monkeypatch.setitem(sys.modules, "tree_sitter_go", None)  # import now fails as if uninstalled
+    with pytest.raises(PluginError, match=r"pip install tree-sitter-go"):
+        treesitter_miner.go()
+
+
+def test_docstring_summary_and_tokens():
+    assert docstring_summary("First line\ncontinues.\n   \nSecond paragraph.") == "First line\ncontinues."
+    assert docstring_summary("Returns x.\n@param a the a\n@return x") == "Returns x."
+    # an inline tag or an address does not end the summary (CodeSearchNet cut at any '@')
+    assert docstring_summary("Links to {@link Foo} and a@b.c") == "Links to {@link Foo} and a@b.c"
+    assert tokenize_docstring("Returns the (x, y) pair... see foo.bar() or a[0]=b; x->y <T> {}") == [
+        "Returns", "the", "(", "x", "y", ")", "pair", "...", "see", "foo", ".", "bar", "()",
+        "or", "a", "[", "0", "]", "=", "b", ";", "x", "-", ">", "y", "<T", ">", "{}",
+    ]
+
+
+def test_summary_accounts_for_every_function(tmp_path):
+    src = language_tree(tmp_path / "proj", "python")
+    report = mine(src, "python", tmp_path / "o.jsonl.gz", show_progress=False)
+    text = report.summary()
+    assert "10 found = 2 kept + 8 dropped" in text
+    assert f"dropped, {RULE_NO_DOC}: 2" in text
+    assert "site-packages" in text and "__pycache__" in text
+    assert "kept by split:" in text
+
+
+@pytest.mark.slow
+def test_mine_the_standard_librarys_json_package(tmp_path):
+    src = Path(json.__file__).parent
+    out = tmp_path / "json.jsonl.gz"
+    report = mine(src, "python", out, show_progress=False)
+    assert report.files_seen >= 4 and not report.files_skipped
+    assert report.kept > 5
+    assert report.functions_found == report.kept + sum(report.dropped.values())
+    rows = read_rows(out)
+    assert len(rows) == report.kept == sum(report.by_split.values())
+    assert "dumps" in {r["func_name"] for r in rows}
+    assert all(list(r) == CSN_FIELDS for r in rows)
