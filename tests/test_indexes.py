@@ -1,0 +1,224 @@
+"""Flat and HNSW indexes: exactness, recall, saving, loading and damaged artifacts."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from structret.errors import ArtifactError
+from structret.indexing import load_index
+from structret.interfaces import Index
+from structret_indexes.flat import FlatIndex
+from structret_indexes.hnsw import HNSWIndex
+
+
+def clustered(n: int, dim: int, *, clusters: int = 50, seed: int = 0) -> np.ndarray:
+    """Points around random centers: neighbours are meaningful, unlike uniform noise."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(clusters, dim))
+    points = centers[rng.integers(clusters, size=n)] + 0.5 * rng.normal(size=(n, dim))
+    return points.astype(np.float32)
+
+
+def brute_force(stored: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    scores = queries.astype(np.float64) @ stored.astype(np.float64).T
+    rows = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, rows, axis=1), rows
+
+
+def ids_for(n: int, start: int = 0) -> list[str]:
+    return [f"doc{i}" for i in range(start, start + n)]
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    vectors = clustered(5000, 64)
+    queries = clustered(200, 64, seed=1)
+    return vectors, queries
+
+
+@pytest.mark.parametrize("k", [1, 10, 250, 10_000])
+def test_flat_is_exact_across_chunks_and_adds(k):
+    # small integers: every score is exact in float32, so the reference is exact too, and
+    # the many ties check that they go to the earlier vector whatever the chunking
+    rng = np.random.default_rng(2)
+    vectors = rng.integers(-3, 4, size=(1000, 16)).astype(np.float32)
+    vectors[500:520] = vectors[10]  # exact duplicates in other chunks
+    queries = rng.integers(-3, 4, size=(30, 16)).astype(np.float32)
+    index = FlatIndex(16, chunk_size=97)  # many chunks, the last one partial
+    for start in (0, 300, 301, 800):  # uneven adds, one of a single vector
+        stop = {0: 300, 300: 301, 301: 800, 800: 1000}[start]
+        index.add(ids_for(stop - start, start), vectors[start:stop])
+    scores, ids = index.search(queries, k)
+    want_scores, want_rows = brute_force(vectors, queries, k)
+    assert scores.shape == (30, min(k, 1000)) and scores.dtype == np.float32
+    assert ids == [[f"doc{r}" for r in row] for row in want_rows]
+    np.testing.assert_array_equal(scores, want_scores)
+    assert isinstance(index, Index) and len(index) == 1000
+
+
+def test_flat_cosine_normalizes_both_sides():
+    vectors, queries = clustered(300, 8, seed=4), clustered(5, 8, seed=5)
+    index = FlatIndex(8, metric="cosine", chunk_size=64)
+    index.add(ids_for(300), vectors * 7.0)  # scale must not matter
+    scores, ids = index.search(queries * 0.1, 5)
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    want_scores, want_rows = brute_force(unit(vectors), unit(queries), 5)
+    assert ids == [[f"doc{r}" for r in row] for row in want_rows]
+    np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+
+
+def test_many_queries_are_blocked_without_changing_results(monkeypatch):
+    import structret_indexes.flat as flat
+
+    # integer scores: exact whatever way BLAS splits the product
+    rng = np.random.default_rng(6)
+    vectors, queries = (rng.integers(-3, 4, size=(n, 8)).astype(np.float32) for n in (500, 300))
+    index = FlatIndex(8, chunk_size=100)
+    index.add(ids_for(500), vectors)
+    whole = index.search(queries, 10)
+    monkeypatch.setattr(flat, "_SCORE_BUDGET", 100 * 7)  # 7 queries per block
+    blocked = index.search(queries, 10)
+    np.testing.assert_array_equal(whole[0], blocked[0])
+    assert whole[1] == blocked[1]
+
+
+@pytest.mark.parametrize("cls", [FlatIndex, HNSWIndex])
+def test_bad_input_is_rejected(cls):
+    index = cls(4)
+    with pytest.raises(ValueError, match="dimension 3"):
+        index.add(["a"], np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        index.add(["a", "b"], np.array([[0, 0, 0, 1], [np.nan, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="2 ids for 1 vectors"):
+        index.add(["a", "b"], np.ones((1, 4)))
+    index.add(["a"], np.ones((1, 4)))
+    with pytest.raises(ValueError, match="'a' is added twice"):
+        index.add(["a"], np.ones((1, 4)))
+    with pytest.raises(ValueError, match="queries have dimension 5"):
+        index.search(np.ones((1, 5)), 1)
+    with pytest.raises(ValueError, match="metric"):
+        cls(4, metric="l2")
+    assert len(index) == 1
+
+
+@pytest.mark.parametrize("cls", [FlatIndex, HNSWIndex])
+def test_empty_index_and_k_larger_than_len(cls):
+    index = cls(4)
+    scores, ids = index.search(np.ones((2, 4)), 5)
+    assert scores.shape == (2, 0) and ids == [[], []]
+    index.add(["a", "b"], np.array([[1, 0, 0, 0], [0.5, 0, 0, 0]]))
+    scores, ids = index.search(np.array([[1.0, 0, 0, 0]]), 5)
+    assert ids == [["a", "b"]]
+    np.testing.assert_allclose(scores, [[1.0, 0.5]], atol=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["ip", "cosine"])
+def test_hnsw_recall_against_flat(data, metric):
+    vectors, queries = data
+    if metric == "ip":
+        # as normalizing encoders (MiniLM) produce; raw inner product over vectors of
+        # varying length is maximum-inner-product search, where HNSW needs a larger ef
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    flat, hnsw = FlatIndex(64, metric=metric), HNSWIndex(64, metric=metric, max_elements=1000)  # must grow
+    for index in (flat, hnsw):
+        index.add(ids_for(3000), vectors[:3000])
+        index.add(ids_for(2000, 3000), vectors[3000:])
+    exact_scores, exact = flat.search(queries, 10)
+    approx_scores, approx = hnsw.search(queries, 10)
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+    assert recall >= 0.95
+    # same scale of scores: where both found the same neighbour, the scores agree
+    assert np.abs(approx_scores[:, 0] - exact_scores[:, 0])[[a[0] == e[0] for a, e in zip(approx, exact)]].max() < 1e-3
+
+
+def test_hnsw_ef_is_raised_to_k(data):
+    vectors, queries = data
+    index = HNSWIndex(64, ef=5)
+    index.add(ids_for(500), vectors[:500])
+    scores, ids = index.search(queries[:3], 50)
+    assert scores.shape == (3, 50) and all(len(set(row)) == 50 for row in ids)
+    assert (np.diff(scores, axis=1) <= 1e-6).all()  # best first
+
+
+@pytest.mark.parametrize("cls,name", [(FlatIndex, "flat"), (HNSWIndex, "hnsw")])
+def test_save_load_round_trip(tmp_path, data, cls, name):
+    vectors, queries = data
+    index = cls(64, metric="cosine")
+    index.add(ids_for(1000), vectors[:1000])
+    before = index.search(queries, 10)
+    index.save(tmp_path / "idx", meta={"model": "tiny/model", "corpus": "unit-test"})
+
+    meta = json.loads((tmp_path / "idx" / "structret.json").read_text())
+    assert meta["index"] == name and meta["dim"] == 64 and meta["count"] == 1000
+    assert meta["metric"] == "cosine" and meta["model"] == "tiny/model" and meta["corpus"] == "unit-test"
+
+    loaded = cls.load(tmp_path / "idx")
+    after = loaded.search(queries, 10)
+    np.testing.assert_array_equal(before[0], after[0])
+    assert before[1] == after[1]
+    assert len(loaded) == 1000 and loaded.metric == "cosine"
+
+    loaded.add(["extra"], vectors[1000:1001])  # a loaded index keeps growing
+    assert loaded.search(vectors[1000:1001], 1)[1] == [["extra"]]
+
+    generic = load_index(tmp_path / "idx", expect_model="tiny/model")
+    assert type(generic) is cls
+    with pytest.raises(ArtifactError, match="other/model"):
+        load_index(tmp_path / "idx", expect_model="other/model")
+
+
+@pytest.mark.parametrize("cls", [FlatIndex, HNSWIndex])
+@pytest.mark.parametrize("field,value", [("count", 999), ("dim", 32), ("index", "other")])
+def test_edited_metadata_is_caught(tmp_path, data, cls, field, value):
+    index = cls(64)
+    index.add(ids_for(1000), data[0][:1000])
+    index.save(tmp_path / "idx")
+    meta_file = tmp_path / "idx" / "structret.json"
+    meta = json.loads(meta_file.read_text())
+    meta[field] = value
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match=str(value)):
+        cls.load(tmp_path / "idx")
+
+
+def test_missing_files_are_caught(tmp_path, data):
+    for cls, file in ((FlatIndex, "vectors.npy"), (HNSWIndex, "index.bin"), (FlatIndex, "ids.json")):
+        index = cls(64)
+        index.add(ids_for(10), data[0][:10])
+        index.save(tmp_path / "idx")
+        (tmp_path / "idx" / file).unlink()
+        with pytest.raises(ArtifactError, match=f"{file} is missing"):
+            cls.load(tmp_path / "idx")
+    with pytest.raises(ArtifactError, match="not a structret artifact"):
+        load_index(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize("cls", [FlatIndex, HNSWIndex])
+def test_interrupted_save_keeps_previous_index(tmp_path, data, cls, monkeypatch):
+    vectors, queries = data
+    old = cls(64)
+    old.add(ids_for(100), vectors[:100])
+    old.save(tmp_path / "idx")
+    expected = old.search(queries[:5], 3)
+
+    new = cls(64)
+    new.add(ids_for(200, 100), vectors[100:300])
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # the user presses ctrl-c half way through the save
+
+    monkeypatch.setattr(sys.modules[cls.__module__], "write_ids", crash)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "idx")
+    monkeypatch.undo()
+
+    survivor = load_index(tmp_path / "idx")
+    assert len(survivor) == 100
+    got = survivor.search(queries[:5], 3)
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1] == expected[1]
+    assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no half-written directory left behind
