@@ -260,18 +260,14 @@ def search(index_dir, queries, k, lines):
     import json
     from pathlib import Path
 
+    from structret.artifacts import read_meta
     from structret.indexing import load_index
 
-    idx = load_index(index_dir)
-    from structret.artifacts import read_meta
-
     meta = read_meta(index_dir)
+    if not meta.get("backbone"):
+        raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
     encoder = _backbone(meta["backbone"], meta.get("model_override"))
-    if encoder.name != meta.get("model"):
-        raise StructretError(
-            f"{index_dir} was built with model {meta.get('model')!r} but backbone "
-            f"'{meta['backbone']}' now loads {encoder.name!r}; rebuild the index."
-        )
+    idx = load_index(index_dir, expect_model=encoder.name)
     texts = {}
     texts_file = Path(index_dir) / "texts.jsonl.gz"
     if texts_file.exists():

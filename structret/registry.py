@@ -10,6 +10,7 @@ import difflib
 import functools
 import importlib
 import importlib.metadata
+import inspect
 import os
 import re
 import warnings
@@ -134,8 +135,26 @@ class Registry:
         return name in self.entries.get(kind, {})
 
     def create(self, kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Resolve ``name`` and call its factory."""
-        return self.get(kind, name).load()(*args, **kwargs)
+        """Resolve ``name`` and call its factory, checking the options against its signature first."""
+        entry = self.get(kind, name)
+        factory = entry.load()
+        try:
+            signature = inspect.signature(factory)
+        except (TypeError, ValueError):  # some builtins have no signature; let the call decide
+            return factory(*args, **kwargs)
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            accepted = [p.name for p in signature.parameters.values()
+                        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            close = [c for key in kwargs if key not in accepted
+                     for c in difflib.get_close_matches(key, accepted, n=1)]
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise PluginError(
+                f"{kind} '{name}' (from distribution '{entry.distribution}'): {exc}.{hint} "
+                f"Options it accepts: {', '.join(accepted) or '(none)'}."
+            ) from None
+        return factory(*args, **kwargs)
 
     def names(self, kind: str) -> list[str]:
         """Primary names of one kind (aliases left out), sorted."""

@@ -258,7 +258,7 @@ def encode_texts(
     with (
         torch.inference_mode(),
         autocast(dtype, device),
-        tqdm(total=len(texts), desc=f"encoding {kind}s", unit="text", disable=not show_progress) as bar,
+        tqdm(total=len(texts), desc="encoding queries" if kind == "query" else "encoding documents", unit="text", disable=not show_progress) as bar,
     ):
         for start in range(0, len(texts), window):
             rows = by_chars[start : start + window]

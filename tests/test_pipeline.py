@@ -1,0 +1,96 @@
+"""End to end through the CLI: mine -> encode -> index -> search, with a tiny real model."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
+from structret.cli import cli
+
+SOURCE = {
+    "config.py": '''
+def read_config(path):
+    """Read the configuration file and return its settings as a dict."""
+    settings = {}
+    for line in open(path):
+        key, _, value = line.partition("=")
+        settings[key.strip()] = value.strip()
+    return settings
+''',
+    "dates.py": '''
+def parse_date(text):
+    """Parse an ISO formatted date string into a tuple of integers."""
+    year, month, day = text.split("-")
+    return int(year), int(month), int(day)
+''',
+    "mail.py": '''
+def send_message(server, message):
+    """Send an email message through the given SMTP server connection."""
+    server.connect()
+    server.sendmail(message)
+    server.quit()
+''',
+}
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture
+def mined(tmp_path, fresh_registry):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, code in SOURCE.items():
+        (src / name).write_text(code)
+    out = tmp_path / "corpus.jsonl.gz"
+    output = run("mine", src, "--language", "python", "--out", out)
+    assert "3 kept" in output
+    return out
+
+
+def test_encode_index_search(tmp_path, mined, tiny_bert_dir):
+    data = f"codesearchnet:{mined}"
+    emb, idx = tmp_path / "emb", tmp_path / "idx"
+    run("encode", "--data", data, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", emb)
+    meta = json.loads((emb / "structret.json").read_text())
+    assert meta["count"] == 3 and meta["backbone"] == "hf-encoder"
+
+    run("index", "--embeddings", emb, "--index", "hnsw", "--index-option", "M=8", "--out", idx)
+    output = run("search", idx, "read the configuration file", "-k", "2")
+    assert output.count("\n  1. ") + output.count("  1. ") >= 1
+    ranked = [line.split()[-1] for line in output.splitlines() if line.strip()[:3] in ("1. ", "2. ")]
+    assert len(ranked) == 2 and len(set(ranked)) == 2
+
+
+def test_index_from_data_and_search_shows_code(tmp_path, mined, tiny_bert_dir):
+    idx = tmp_path / "idx"
+    run("index", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder", "--model", tiny_bert_dir,
+        "--index", "flat", "--out", idx)
+    output = run("search", idx, "send an email", "-k", "3", "--lines", "1")
+    # every document is shown with its first line of code
+    assert sum(line.strip().startswith("def ") for line in output.splitlines()) == 3
+
+
+def test_search_refuses_an_index_of_another_model(tmp_path, mined, tiny_bert_dir):
+    idx = tmp_path / "idx"
+    run("index", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder", "--model", tiny_bert_dir,
+        "--out", idx)
+    meta_file = idx / "structret.json"
+    meta = json.loads(meta_file.read_text())
+    meta["model"] = "some/other-model"
+    meta_file.write_text(json.dumps(meta))
+    result = CliRunner().invoke(cli, ["search", str(idx), "anything"])
+    assert result.exit_code == 1 and "other-model" in result.output and "Traceback" not in result.output
+
+
+def test_unknown_index_option_is_a_clean_error(tmp_path, mined, tiny_bert_dir):
+    result = CliRunner().invoke(cli, ["index", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder",
+                                      "--model", str(tiny_bert_dir), "--index", "hnsw",
+                                      "--index-option", "ef_constructio=10", "--out", str(tmp_path / "i")])
+    assert result.exit_code == 1
+    assert "Did you mean 'ef_construction'?" in result.output
