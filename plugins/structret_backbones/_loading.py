@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from structret.errors import ModelLoadError, StructretError
@@ -270,3 +271,39 @@ def encode_texts(
                 out[[rows[j] for j in batch]] = embed(padded.to(device)).float().cpu().numpy()
                 bar.update(len(batch))
     return out
+
+
+class TransformerBackbone:
+    """What every Hugging Face backbone here shares: loading with good errors, prefixes and
+    truncation, optional normalisation, and the batched ``encode`` loop. Subclasses load
+    through ``super().__init__`` and implement ``embed(batch)``."""
+
+    plugin_name = ""
+
+    def __init__(self, model, *, normalize, max_length, query_prefix, document_prefix, device, dtype,
+                 trust_remote_code, check_config):
+        check_choice("dtype", dtype, tuple(DTYPES))
+        self.model, self.tokenizer, self.name = load_model_and_tokenizer(
+            model, backbone=self.plugin_name, trust_remote_code=trust_remote_code, check_config=check_config
+        )
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        self.normalize = normalize
+        self.dtype = dtype
+        self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
+        self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
+
+    def embed(self, batch: Any) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _finish(self, vectors: torch.Tensor) -> torch.Tensor:
+        return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors
+
+    def encode(self, texts: Sequence[str], *, kind: str = "document", batch_size: int = 32,
+               show_progress: bool = False) -> np.ndarray:
+        """float32 [len(texts), dim], row i for texts[i]."""
+        self.model.eval()
+        return encode_texts(
+            texts, tokenizer=self.tokenize, kind=kind, embed=self.embed, dim=self.dim,
+            batch_size=batch_size, device=self.device, dtype=self.dtype, show_progress=show_progress,
+        )

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from structret.errors import ModelLoadError
-from structret_backbones._loading import (
-    DTYPES,
-    PrefixedTokenizer,
-    check_choice,
-    encode_texts,
-    load_model_and_tokenizer,
-    mean_pool,
-    usable_max_length,
-)
+from structret_backbones._loading import TransformerBackbone, check_choice, mean_pool
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 BERT_BASE_ID = "google-bert/bert-base-uncased"
@@ -42,13 +32,15 @@ def _has_mlm_head(config: Any) -> bool:
     return config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
-class HFEncoder:
+class HFEncoder(TransformerBackbone):
     """Any encoder-only Hugging Face model (BERT, RoBERTa, MiniLM, ...) as a Backbone.
 
     ``pooling="cls"`` takes the first token's last hidden state, ``"mean"`` averages the
     non-padding tokens. The torch ``model`` and ``tokenizer`` are public so objectives can
     train them; ``tokenize`` and ``embed`` are the differentiable path ``encode`` uses.
     """
+
+    plugin_name = "hf-encoder"
 
     def __init__(
         self,
@@ -64,21 +56,16 @@ class HFEncoder:
         trust_remote_code: bool = False,
     ):
         check_choice("pooling", pooling, ("cls", "mean"))
-        check_choice("dtype", dtype, tuple(DTYPES))
-        self.model, self.tokenizer, self.name = load_model_and_tokenizer(
-            model, backbone="hf-encoder", trust_remote_code=trust_remote_code, check_config=_encoder_only
+        super().__init__(
+            model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
+            document_prefix=document_prefix, device=device, dtype=dtype,
+            trust_remote_code=trust_remote_code, check_config=_encoder_only,
         )
-        self.device = torch.device(device)
-        self.model.to(self.device)
         self.dim: int = self.model.config.hidden_size
         # "mlm": transformers has a masked-LM head for this architecture, so objectives such
         # as masked entity prediction can load one (trained or fresh) on top of these weights
         self.capabilities = frozenset({"encoder", "mlm"} if _has_mlm_head(self.model.config) else {"encoder"})
         self.pooling = pooling
-        self.normalize = normalize
-        self.dtype = dtype
-        self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
-        self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
         accepted = inspect.signature(self.model.forward).parameters
         self._inputs = [name for name in _MODEL_INPUTS if name in accepted]
 
@@ -87,29 +74,7 @@ class HFEncoder:
         inputs = {name: batch[name] for name in self._inputs if name in batch}
         hidden = self.model(**inputs).last_hidden_state
         vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
-        return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors
-
-    def encode(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: Literal["query", "document"] = "document",
-        batch_size: int = 32,
-        show_progress: bool = False,
-    ) -> np.ndarray:
-        """float32 [len(texts), dim], row i for texts[i]."""
-        self.model.eval()
-        return encode_texts(
-            texts,
-            tokenizer=self.tokenize,
-            kind=kind,
-            embed=self.embed,
-            dim=self.dim,
-            batch_size=batch_size,
-            device=self.device,
-            dtype=self.dtype,
-            show_progress=show_progress,
-        )
+        return self._finish(vectors)
 
     def __repr__(self) -> str:
         return f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, dim={self.dim})"

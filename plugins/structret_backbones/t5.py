@@ -9,21 +9,12 @@ checkpoints trained that way are encoded the same here.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Sequence
+from typing import Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from structret.errors import ModelLoadError
-from structret_backbones._loading import (
-    DTYPES,
-    PrefixedTokenizer,
-    check_choice,
-    encode_texts,
-    load_model_and_tokenizer,
-    usable_max_length,
-)
+from structret_backbones._loading import TransformerBackbone
 
 T5_BASE_ID = "google-t5/t5-base"
 CODET5_BASE_ID = "Salesforce/codet5-base"
@@ -47,8 +38,10 @@ def _start_token(config: Any) -> int | None:
     return start if start is not None else getattr(config, "pad_token_id", None)
 
 
-class T5Encoder:
+class T5Encoder(TransformerBackbone):
     """A T5-family encoder-decoder as a Backbone; the vector is the decoder's first position."""
+
+    plugin_name = "t5"
 
     def __init__(
         self,
@@ -62,19 +55,14 @@ class T5Encoder:
         dtype: str | None = None,
         trust_remote_code: bool = False,
     ):
-        check_choice("dtype", dtype, tuple(DTYPES))
-        self.model, self.tokenizer, self.name = load_model_and_tokenizer(
-            model, backbone="t5", trust_remote_code=trust_remote_code, check_config=_encoder_decoder
+        super().__init__(
+            model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
+            document_prefix=document_prefix, device=device, dtype=dtype,
+            trust_remote_code=trust_remote_code, check_config=_encoder_decoder,
         )
-        self.device = torch.device(device)
-        self.model.to(self.device)
         self.dim: int = self.model.config.d_model
         self.capabilities = frozenset({"encoder", "seq2seq"})
-        self.normalize = normalize
-        self.dtype = dtype
         self.decoder_start_token_id: int = _start_token(self.model.config)
-        self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
-        self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
 
     def embed(self, batch: Any) -> torch.Tensor:
         """Decoder state at position 0 [batch, dim] for a tokenized batch; keeps gradients."""
@@ -86,30 +74,7 @@ class T5Encoder:
             decoder_input_ids=start,
             use_cache=False,
         )
-        vectors = out.last_hidden_state[:, 0]
-        return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors
-
-    def encode(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: Literal["query", "document"] = "document",
-        batch_size: int = 32,
-        show_progress: bool = False,
-    ) -> np.ndarray:
-        """float32 [len(texts), dim], row i for texts[i]."""
-        self.model.eval()
-        return encode_texts(
-            texts,
-            tokenizer=self.tokenize,
-            kind=kind,
-            embed=self.embed,
-            dim=self.dim,
-            batch_size=batch_size,
-            device=self.device,
-            dtype=self.dtype,
-            show_progress=show_progress,
-        )
+        return self._finish(out.last_hidden_state[:, 0])
 
     def __repr__(self) -> str:
         return f"T5Encoder({self.name!r}, normalize={self.normalize}, dim={self.dim})"
