@@ -96,3 +96,45 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_t5_dir(tmp_path_factory) -> Path:
     return build_tiny_t5(tmp_path_factory.mktemp("tiny-t5"))
+
+
+_SENTINEL_CODE = [
+    "def sum_two_numbers(a, b): return a + b",
+    "def read_input_file(path): return open(path).read()",
+    "x_max = max(x_values) * 2 - min(y_values) / 3",
+]
+
+
+def build_tiny_t5_tokenizer(directory: Path, *, extra_ids: int = 100) -> Path:
+    """A T5-style tokenizer (sentencepiece-like unigram, ``</s>`` appended) with sentinels.
+
+    ``<extra_id_0>`` .. ``<extra_id_{extra_ids-1}>`` are special tokens at the end of the
+    vocabulary, ``<extra_id_0>`` last, as in T5's own vocabulary (span-corruption code
+    that counts sentinels down from the vocabulary size relies on that order).
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "</s>", "<unk>"]  # ids 0, 1, 2 as in T5
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tok.decoder = decoders.Metaspace(prepend_scheme="first")
+    tok.train_from_iterator(
+        corpus() + _SENTINEL_CODE,
+        trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>"),
+    )
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))]
+    )
+    sentinels = [f"<extra_id_{i}>" for i in reversed(range(extra_ids))]
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+        additional_special_tokens=sentinels, model_max_length=512,
+    )
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_sentinel_tokenizer_dir(tmp_path_factory) -> Path:
+    return build_tiny_t5_tokenizer(tmp_path_factory.mktemp("tiny-t5-tokenizer"))
