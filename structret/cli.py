@@ -107,6 +107,32 @@ def mine(src, language, out, repo, exclude):
     click.echo(report.summary())
 
 
+# --- extract -------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--extractor", "-e", required=True, help="A registered extractor (structret plugins --kind extractor).")
+@click.option("--language", "-l", help="Programming language (default: from the file suffix).")
+@click.option("--title", help="Product title, for the noun extractors (nltk-nouns, spacy-nouns, title-overlap).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Extractor option, repeatable (e.g. node_types=identifier,constant).")
+def extract(path, extractor, language, title, options):
+    """Print the entities an extractor finds in a file: what masked entity prediction masks.
+
+    \b
+    Examples:
+      structret extract --extractor python-tokenize mymodule.py
+      structret extract --extractor tree-sitter --language go server.go
+      structret extract --extractor title-overlap --title "Naturtint Hair Color 5N" description.txt
+    """
+    from structret.data import parse_options
+    from structret.extraction import extract_file
+
+    result = extract_file(path, extractor, language, title=title, **parse_options(options))
+    click.echo(result.format())
+
+
 # --- encode / index / search ---------------------------------------------------------
 
 _data_options = [

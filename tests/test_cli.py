@@ -44,3 +44,13 @@ def test_unknown_plugin_name_is_one_clean_error(fresh_registry, tmp_path):
     assert result.exit_code == 1
     assert "Did you mean 'python'?" in result.output
     assert "Traceback" not in result.output
+
+
+def test_extract_prints_spans_kinds_and_a_summary(tmp_path, fresh_registry):
+    source = tmp_path / "m.py"
+    source.write_text("def sum_two_numbers(a, b):\n    return a + b\n")
+    result = CliRunner().invoke(cli, ["extract", "--extractor", "python-tokenize", str(source)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split()[-1] == "sum_two_numbers" and lines[0].split()[0] == "4-19"
+    assert "5 entities, 3 distinct" in result.output

@@ -12,3 +12,17 @@ def register_miners(register):
             f"structret_code.treesitter_miner:{language}",
             help=f"functions and methods via tree-sitter-{language}",
         )
+
+
+@hookimpl
+def register_extractors(register):
+    register(
+        "python-tokenize",
+        "structret_code.extractors:PythonTokenize",
+        help="every non-keyword NAME token of Python's tokenize (SANTA's method for Python)",
+    )
+    register(
+        "tree-sitter",
+        "structret_code.extractors:TreeSitterIdentifiers",
+        help="identifier nodes of any language with an installed tree-sitter grammar (SANTA's method)",
+    )

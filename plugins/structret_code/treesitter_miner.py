@@ -64,7 +64,7 @@ class TreeSitterMiner:
         self._string_types = string_types
         self._line_comment = line_comment  # prefix of a one-line doc comment, e.g. "//"
         self._block_doc = block_doc  # prefix of a block doc comment, e.g. "/**"
-        self._parser = tree_sitter.Parser(_grammar(language))
+        self._parser = tree_sitter.Parser(load_grammar(language))
         pattern = "[" + " ".join(f"({t})" for t in sorted(comment_types)) + "] @comment"
         self._comments = tree_sitter.Query(self._parser.language, pattern)
 
@@ -190,19 +190,33 @@ def _syntax_error(root, path: str, data: bytes, language: str) -> SyntaxError:
     return SyntaxError(f"{what} (tree-sitter-{language})", (path, row + 1, col + 1, line))
 
 
-def _grammar(language: str) -> tree_sitter.Language:
-    package = f"tree-sitter-{language}"
+def load_grammar(language: str, *, entry: str | None = None, purpose: str | None = None) -> tree_sitter.Language:
+    """The installed tree-sitter grammar of ``language`` (shared by the miners and the extractors).
+
+    ``entry`` names the function of the grammar package that returns the language, for
+    packages that ship several grammars; ``purpose`` ("mining go") starts the error message.
+    """
+    package = f"tree-sitter-{language.replace('_', '-')}"
     try:
-        module = importlib.import_module(f"tree_sitter_{language}")
+        module = importlib.import_module(f"tree_sitter_{language.replace('-', '_')}")
     except ModuleNotFoundError:
         raise PluginError(
-            f"mining {language} needs the tree-sitter grammar package '{package}', which is not "
-            f"installed. Install it with: pip install {package}"
+            f"{purpose or f'mining {language}'} needs the tree-sitter grammar package '{package}', "
+            f"which is not installed. Install it with: pip install {package}"
         ) from None
-    # tree-sitter-php ships two grammars; language_php also reads the HTML around <?php ?>
-    entry = getattr(module, "language_php" if language == "php" else "language")
+    if entry is None:
+        # tree-sitter-php ships two grammars; language_php also reads the HTML around <?php ?>
+        entry = "language_php" if language == "php" else "language"
+        if not hasattr(module, entry):  # e.g. tree_sitter_typescript.language_typescript
+            entry = f"language_{language.replace('-', '_')}"
+    function = getattr(module, entry, None)
+    if function is None:
+        raise PluginError(
+            f"the grammar package '{package}' has no function '{entry}' returning its language; "
+            f"it may be too old or too new for structret. Try: pip install -U {package}"
+        )
     try:
-        return tree_sitter.Language(entry())
+        return tree_sitter.Language(function())
     except ValueError as exc:  # grammar built for another tree-sitter ABI
         raise PluginError(
             f"{package} does not work with the installed tree-sitter {getattr(tree_sitter, '__version__', '')}: "
