@@ -124,7 +124,9 @@ class ReadStats:
         line = f"{self.source or 'input'}: read {self.read} rows = {self.used} used + {total_skipped} skipped"
         if total_skipped:
             reasons = ", ".join(f"{r}: {n}" for r, n in self.skipped.most_common())
-            line += f" ({reasons}); first skipped: " + "; ".join(self.examples)
+            line += f" ({reasons})"
+            if self.examples:
+                line += "; first skipped: " + "; ".join(self.examples)
         return line
 
 
