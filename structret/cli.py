@@ -309,6 +309,31 @@ def search(index_dir, queries, k, lines):
                     click.echo(f"       {line}")
 
 
+@cli.command()
+@_apply(_data_options + _backbone_options)
+@click.option("--depth", default=100, show_default=True, help="Rank this many documents per query.")
+@click.option("--keep", default=30, show_default=True, help="Negatives kept per query, sampled from the top --depth.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Tevatron-format .jsonl(.gz).")
+def negatives(data, split, data_options, backbone, model, batch_size, depth, keep, seed, out):
+    """Mine hard negatives from a model's own index (ANCE-style), for 'dr' fine-tuning.
+
+    For every judged query: rank the corpus, drop the positives, sample --keep of the
+    top --depth. Writes Tevatron training lines (query, positive_passages, negative_passages).
+
+    \b
+    Example:
+      structret negatives --model runs/sda/final --data codesearchnet:stdlib.jsonl.gz --split train \\
+          --depth 100 --out runs/sda/negatives.jsonl.gz
+    """
+    from structret.negatives import mine_negatives
+
+    dataset = _read(data, split, data_options)
+    report = mine_negatives(_backbone(backbone, model), dataset, out, depth=depth, keep=keep, seed=seed,
+                            batch_size=batch_size)
+    click.echo(report.summary())
+
+
 # --- bench ---------------------------------------------------------------------------
 
 

@@ -94,3 +94,19 @@ def test_unknown_index_option_is_a_clean_error(tmp_path, mined, tiny_bert_dir):
                                       "--index-option", "ef_constructio=10", "--out", str(tmp_path / "i")])
     assert result.exit_code == 1
     assert "Did you mean 'ef_construction'?" in result.output
+
+
+def test_negatives_are_top_ranked_non_positives(tmp_path, mined, tiny_bert_dir):
+    import gzip
+
+    out = tmp_path / "neg.jsonl.gz"
+    output = run("negatives", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder", "--model",
+                 tiny_bert_dir, "--depth", "3", "--keep", "2", "--out", out)
+    assert "3 queries = 3 written" in output
+    with gzip.open(out, "rt") as f:
+        lines = [json.loads(line) for line in f]
+    for line in lines:
+        positives = {p["docid"] for p in line["positive_passages"]}
+        negatives = {p["docid"] for p in line["negative_passages"]}
+        assert len(negatives) == 2 and not positives & negatives
+        assert all(p["text"].startswith("def ") for p in line["negative_passages"])
