@@ -45,4 +45,7 @@ def _convert(raw: str) -> Any:
 def load_dataset(spec: str, *, split: str | None = None, options: dict[str, Any] | None = None) -> Dataset:
     fmt, path = parse_data_spec(spec)
     reader = get_registry().get("dataset", fmt).load()
-    return reader(path, split=split, **(options or {}))
+    dataset = reader(path, split=split, **(options or {}))
+    if dataset.name == fmt:  # tables name the data the user named
+        dataset.name = spec + (f" [{split}]" if split else "")
+    return dataset
