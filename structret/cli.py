@@ -165,6 +165,11 @@ def _read(data, split, data_options):
 
 
 def _backbone(backbone, model):
+    from structret.retrieval import trained_model
+
+    trained = trained_model(model) if model else None
+    if trained is not None:  # --model RUN: the backbone the run trained, with its final weights
+        backbone, model = trained
     return get_registry().create("backbone", backbone, **({"model": model} if model else {}))
 
 
@@ -334,6 +339,57 @@ def negatives(data, split, data_options, backbone, model, batch_size, depth, kee
     click.echo(report.summary())
 
 
+# --- train ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--recipe", "-r", help="A shipped preset (santa-code, santa-product, ...) or a .toml file.")
+@click.option("--objective", help="Objectives joined by '+', optional weights: sda+mep, sda+0.5*mep.")
+@click.option("--backbone", "-b", help="A registered backbone (default from the recipe, else minilm).")
+@click.option("--model", help="Hub id or local path overriding the backbone's weights.")
+@click.option("--data", "-d", help="FORMAT:PATH of training pairs, or tevatron:PATH.")
+@click.option("--split", help="Split to train on (default: train).")
+@click.option("--out", "-o", "output", help="Run directory: recipe.toml, metrics.jsonl, checkpoints, final/.")
+@click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
+              help="Any other recipe field, repeatable: lr=2e-5, batch_size=16, max_steps=200, ...")
+@click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
+@click.option("--list-recipes", is_flag=True, help="List the shipped recipes and exit.")
+def train(recipe, objective, backbone, model, data, split, output, settings, resume, list_recipes):
+    """Continual pretraining or fine-tuning: any objectives on any backbone.
+
+    One process on CPU; DDP when started with torchrun or accelerate launch
+    (batch_size is the global batch). Checkpoints are written atomically; --resume
+    restores data order, optimizer, scheduler and RNG state.
+
+    \b
+    Examples:
+      structret train --objective sda+mep --backbone codet5-base --data codesearchnet:python/final/jsonl --out runs/santa
+      structret train --recipe santa-code --data codesearchnet:stdlib.jsonl.gz --set max_steps=200 --out runs/santa
+      structret train --out runs/santa --resume
+      torchrun --nproc_per_node 2 $(which structret) train --recipe santa-code --data ... --out runs/ddp
+    """
+    from pathlib import Path
+
+    from structret.recipes import list_recipes as shipped, resolve_recipe
+    from structret.training import train as run_training
+
+    if list_recipes:
+        for name in shipped():
+            click.echo(name)
+        return
+    overrides = {"objective": objective, "backbone": backbone, "model": model, "data": data,
+                 "split": split, "output": output}
+    for pair in settings:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.UsageError(f"--set {pair!r} is not FIELD=VALUE (for example --set lr=2e-5)")
+        overrides[key.strip().replace("-", "_")] = value.strip()
+    if resume and recipe is None and output and (Path(output) / "recipe.toml").exists():
+        recipe = str(Path(output) / "recipe.toml")
+    final = run_training(resolve_recipe(recipe, overrides), resume=resume)
+    click.echo(f"trained model: {final}")
+
+
 # --- bench ---------------------------------------------------------------------------
 
 
@@ -342,7 +398,7 @@ def negatives(data, split, data_options, backbone, model, batch_size, depth, kee
 @click.option("--split", help="Split to evaluate (default: test; for the mined stdlib: all of it).")
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
 @click.option("--system", "-s", "systems", multiple=True,
-              help="A retriever or backbone, repeatable (default: bm25 and minilm).")
+              help="A retriever, a backbone, or a run directory of 'structret train'; repeatable (default: bm25 and minilm).")
 @click.option("--batch-size", default=32, show_default=True)
 @click.option("--limit", type=int, help="Use only the first N queries/pairs (quick runs).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Also write the numbers to this JSON file.")
@@ -359,6 +415,7 @@ def bench(data, split, data_options, systems, batch_size, limit, json_out):
       structret bench
       structret bench --data codesearchnet:python/final/jsonl/test --system bm25 --system minilm
       structret bench --data esci:esci-data/shopping_queries_dataset --split test --json esci.json
+      structret bench --data codesearchnet:other.jsonl.gz --system minilm --system runs/sda
     """
     from structret.bench import default_dataset, run_bench
 

@@ -46,6 +46,25 @@ class DenseRetriever:
         return self.encode_queries(queries) @ docs.T
 
 
+def trained_model(path: str) -> tuple[str, str] | None:
+    """(backbone name, model directory) for a model ``structret train`` wrote: its run
+    directory (the final model is used) or any checkpoint in it; None for anything else."""
+    import json
+    from pathlib import Path
+
+    directory = Path(path)
+    if (directory / "final" / "structret.json").is_file():
+        directory = directory / "final"
+    meta_file = directory / "structret.json"
+    if not meta_file.is_file():
+        return None
+    try:
+        backbone = json.loads(meta_file.read_text()).get("backbone")
+    except (OSError, ValueError):
+        return None
+    return (backbone, str(directory)) if backbone else None
+
+
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
                    batch_size: int = 32, **options: Any):
     """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever."""
@@ -57,6 +76,10 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
             options["model"] = model
         backbone = registry.create("backbone", name, **options)
         return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
+    trained = trained_model(name)
+    if trained is not None:  # a run directory or checkpoint: its backbone, its weights
+        backbone = registry.create("backbone", trained[0], model=trained[1], **options)
+        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
     known = registry.names("retriever") + registry.names("backbone")
     import difflib
 
@@ -64,5 +87,5 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
     hint = f" Did you mean '{close[0]}'?" if close else ""
     raise PluginError(
         f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
-        f"Known: {', '.join(sorted(known))}."
+        f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works."
     )

@@ -286,12 +286,20 @@ class TransformerBackbone:
         self.model, self.tokenizer, self.name = load_model_and_tokenizer(
             model, backbone=self.plugin_name, trust_remote_code=trust_remote_code, check_config=check_config
         )
+        # where the weights came from: factories may rename .name (minilm records the hub id),
+        # but a head for training must be loaded from the same files
+        self.source = self.name
+        self.trust_remote_code = trust_remote_code
         self.device = torch.device(device)
         self.model.to(self.device)
         self.normalize = normalize
         self.dtype = dtype
         self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
         self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
+
+    # the model with a token-predicting head (seq2seq LM or masked LM) sharing ``model``'s
+    # weights; made by ``enable_lm`` for corruption objectives (MEP, span masking)
+    lm_model: Any = None
 
     def embed(self, batch: Any) -> torch.Tensor:
         raise NotImplementedError
@@ -307,3 +315,118 @@ class TransformerBackbone:
             texts, tokenizer=self.tokenize, kind=kind, embed=self.embed, dim=self.dim,
             batch_size=batch_size, device=self.device, dtype=self.dtype, show_progress=show_progress,
         )
+
+
+# --- training ----------------------------------------------------------------------------
+#
+# Training needs two things encoding does not: a token-predicting head that shares the
+# encoder's weights (so one forward of a masked passage gives both its vector and its LM
+# loss), and a save that writes a normal Hugging Face checkpoint loadable by the backbone.
+
+
+class TrainableMixin:
+    """``enable_lm``, ``train_forward`` and ``training_module`` for TransformerBackbone
+    subclasses, which supply ``_base_prefixes``, ``_attach(lm)``, ``_lm_forward`` and
+    ``save_pretrained(directory)``."""
+
+    lm_auto_class = ""  # transformers Auto class of the head model, e.g. "AutoModelForMaskedLM"
+    _warned_fresh_head = False
+
+    @property
+    def training_module(self) -> torch.nn.Module:
+        """The module that owns every trainable parameter (``model``, plus the LM head if enabled)."""
+        return self.lm_model if self.lm_model is not None else self.model
+
+    def enable_lm(self) -> None:
+        """Load the head model around ``self.model``'s own modules (idempotent).
+
+        The head's weights come from the checkpoint when it has them; otherwise they start
+        random (warned once), which corruption objectives then train.
+        """
+        if self.lm_model is not None:
+            return
+        import transformers
+        from transformers.utils import logging as hf_logging
+
+        loader = getattr(transformers, self.lm_auto_class)
+        is_local = Path(self.source).is_dir()
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # its missing-key report; ours below says what it means here
+        try:
+            lm, info = from_pretrained(
+                loader, self.source, is_local, "token-prediction head", config=self.model.config,
+                use_safetensors=True, output_loading_info=True, trust_remote_code=self.trust_remote_code,
+            )
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        tied = lm.get_output_embeddings().weight is lm.get_input_embeddings().weight
+        self._attach(lm)
+        if tied:  # the head's matrix was the input embedding; keep it the live one
+            lm.get_output_embeddings().weight = self.model.get_input_embeddings().weight
+        head_file = Path(self.source) / HEAD_FILE if is_local else None
+        if head_file is not None and head_file.is_file():
+            load_head(lm, head_file, self._base_prefixes())
+        else:
+            fresh = [k for k in info.get("missing_keys", ()) if not k.startswith(self._base_prefixes())]
+            if fresh and not type(self)._warned_fresh_head:
+                type(self)._warned_fresh_head = True
+                warnings.warn(
+                    f"{self.name} has no weights for its {self.lm_auto_class[len('AutoModelFor'):]} head "
+                    f"({len(fresh)} tensors, e.g. {fresh[0]}); they start random and are trained with the rest.",
+                    stacklevel=2,
+                )
+        self.lm_model = lm.to(self.device)
+
+    def train_forward(self, batch: Any, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(vectors, lm_loss)`` from ONE forward of ``batch``; ``lm_loss`` is None without labels.
+
+        The vectors are exactly what ``embed`` gives for the same input, so a corrupted
+        passage is encoded once for both the contrastive and the LM objective.
+        """
+        if labels is None:
+            return self.embed(batch), None
+        self.enable_lm()
+        return self._lm_forward(batch, labels)
+
+    def _base_prefixes(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def _attach(self, lm: Any) -> None:
+        raise NotImplementedError
+
+    def _lm_forward(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+# head weights the base checkpoint cannot hold (masked-LM heads of encoder-only models)
+HEAD_FILE = "lm_head.safetensors"
+
+
+def _head_tensors(lm: torch.nn.Module, base_prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    # named_parameters keeps the first name of a tied tensor and base names come first, so
+    # a decoder tied to the word embeddings belongs to the base and is not listed here
+    named = list(lm.named_parameters()) + list(lm.named_buffers())
+    return {name: t for name, t in named if not name.startswith(base_prefixes)}
+
+
+def save_head(lm: torch.nn.Module, path: Path, base_prefixes: tuple[str, ...]) -> None:
+    """The parameters (and buffers) of ``lm`` outside its base model, as safetensors."""
+    from safetensors.torch import save_file
+
+    save_file({n: t.detach().contiguous().cpu() for n, t in _head_tensors(lm, base_prefixes).items()}, str(path))
+
+
+def load_head(lm: torch.nn.Module, path: Path, base_prefixes: tuple[str, ...]) -> None:
+    from safetensors.torch import load_file
+
+    saved = load_file(str(path))
+    expected = _head_tensors(lm, base_prefixes)
+    missing, unexpected = sorted(expected.keys() - saved.keys()), sorted(saved.keys() - expected.keys())
+    if missing or unexpected:
+        raise ModelLoadError(
+            f"{path} does not fit this model's head (missing {missing[:3]}, unexpected {unexpected[:3]}); "
+            f"it was saved for another architecture. Delete it to start the head afresh."
+        )
+    with torch.no_grad():
+        for name, tensor in expected.items():
+            tensor.copy_(saved[name])  # in place, so tied tensors stay tied

@@ -9,12 +9,13 @@ checkpoints trained that way are encoded the same here.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from structret.errors import ModelLoadError
-from structret_backbones._loading import TransformerBackbone
+from structret_backbones._loading import TrainableMixin, TransformerBackbone
 
 T5_BASE_ID = "google-t5/t5-base"
 CODET5_BASE_ID = "Salesforce/codet5-base"
@@ -38,7 +39,7 @@ def _start_token(config: Any) -> int | None:
     return start if start is not None else getattr(config, "pad_token_id", None)
 
 
-class T5Encoder(TransformerBackbone):
+class T5Encoder(TrainableMixin, TransformerBackbone):
     """A T5-family encoder-decoder as a Backbone; the vector is the decoder's first position."""
 
     plugin_name = "t5"
@@ -75,6 +76,46 @@ class T5Encoder(TransformerBackbone):
             use_cache=False,
         )
         return self._finish(out.last_hidden_state[:, 0])
+
+    # --- training: the seq2seq LM around this very encoder-decoder ------------------------
+
+    lm_auto_class = "AutoModelForSeq2SeqLM"
+
+    def _base_prefixes(self) -> tuple[str, ...]:
+        return tuple(f"{name}." for name, _ in self.model.named_children())
+
+    def _attach(self, lm: Any) -> None:
+        for name, module in self.model.named_children():  # shared, encoder, decoder
+            if not hasattr(lm, name):
+                raise ModelLoadError(
+                    f"{self.name}: {type(lm).__name__} has no '{name}' module, so its LM head cannot share "
+                    f"this model's weights; the t5 backbone trains T5-family models only."
+                )
+            setattr(lm, name, module)
+
+    def _lm_forward(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Teacher forcing starts the decoder at the same start token embed() uses, and the
+        # decoder is causal: position 0 sees only that token and the encoded passage, so its
+        # state IS the passage vector, whatever the labels are.
+        start = labels.new_full((labels.shape[0], 1), self.decoder_start_token_id)
+        pad = self.model.config.pad_token_id if self.model.config.pad_token_id is not None else 0
+        shifted = torch.cat([start, labels[:, :-1]], dim=1)
+        decoder_input_ids = shifted.masked_fill(shifted == -100, pad)  # ignored label slots
+        out = self.lm_model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=decoder_input_ids,
+            labels=labels,
+            output_hidden_states=True,
+            use_cache=False,
+        )
+        return self._finish(out.decoder_hidden_states[-1][:, 0]), out.loss
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """A plain Hugging Face checkpoint (safetensors) + tokenizer. With a trained LM head it
+        is the whole seq2seq model, which this backbone (and AutoModel) still loads."""
+        (self.lm_model if self.lm_model is not None else self.model).save_pretrained(Path(directory))
+        self.tokenizer.save_pretrained(Path(directory))
 
     def __repr__(self) -> str:
         return f"T5Encoder({self.name!r}, normalize={self.normalize}, dim={self.dim})"

@@ -1,0 +1,1 @@
+"""Built-in pretraining and fine-tuning objectives: sda, mep, span-mask, dr."""

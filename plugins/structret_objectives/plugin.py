@@ -1,0 +1,27 @@
+"""Built-in objectives. Targets are lazy: torch loads only when a run names one."""
+
+from structret import hookimpl
+
+
+@hookimpl
+def register_objectives(register):
+    register(
+        "sda",
+        "structret_objectives.contrastive:sda",
+        help="structured data alignment: text vs. every structured document of the global batch (SANTA)",
+    )
+    register(
+        "dr",
+        "structret_objectives.contrastive:dr",
+        help="dense retrieval fine-tuning: query vs. in-batch documents + hard negatives",
+    )
+    register(
+        "mep",
+        "structret_objectives.lm:mep",
+        help="masked entity prediction: entities -> sentinels (seq2seq) or whole-entity [MASK] (mlm) (SANTA)",
+    )
+    register(
+        "span-mask",
+        "structret_objectives.lm:span_mask",
+        help="random span corruption, noise 0.15, mean span 3 (T5); random-span MLM on mlm backbones",
+    )

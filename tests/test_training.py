@@ -1,0 +1,418 @@
+"""The trainer: recipes, data order, the one-forward step, exact resume, two processes = one."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _tiny_models import _WORDS, build_tiny_bert, build_tiny_t5, tiny_bert_dir  # noqa: F401  (fixture)
+
+from structret.recipes import Recipe, RecipeError, list_recipes, recipe_to_toml, resolve_recipe, write_recipe
+from structret.records import Dataset, ItemRecord, ReadStats
+from structret.training import (
+    Batches,
+    Example,
+    TrainingError,
+    TrainStep,
+    build_objectives,
+    create_backbone,
+    examples_from_dataset,
+    load_examples,
+    make_accelerator,
+    read_training_pairs,
+    save_model,
+    train,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _function(rng: random.Random, i: int) -> dict:
+    """A CodeSearchNet row: a small Python function and its tokenized docstring."""
+    name, a, b = (rng.choice(_WORDS) for _ in range(3))
+    doc = [rng.choice(_WORDS) for _ in range(rng.randint(3, 9))]
+    body = rng.choice(["return {a} + {b}", "for x in {a}:\n        {b}.append(x)\n    return {b}",
+                       "if {a} in {b}:\n        return {b}[{a}]"]).format(a=f"{a}_{i}", b=f"{b}_{i}")
+    return {"repo": "tiny/repo", "path": f"m{i}.py", "func_name": f"{name}_{i}", "language": "python",
+            "code": f"def {name}_{i}({a}_{i}, {b}_{i}):\n    {body}\n", "docstring_tokens": doc,
+            "docstring": " ".join(doc), "partition": "train", "url": f"https://x/{i}"}
+
+
+@pytest.fixture(scope="session")
+def csn_train(tmp_path_factory) -> str:
+    """40 functions written exactly as CodeSearchNet publishes them (jsonl.gz)."""
+    path = tmp_path_factory.mktemp("csn") / "python_train_0.jsonl.gz"
+    rng = random.Random(0)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i in range(40):
+            f.write(json.dumps(_function(rng, i)) + "\n")
+    return f"codesearchnet:{path}"
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_sentinels(tmp_path_factory) -> Path:
+    """The tiny T5 with T5's 100 sentinel tokens, so sentinel MEP can run on it."""
+    from transformers import AutoTokenizer, T5ForConditionalGeneration
+
+    root = tmp_path_factory.mktemp("tiny-t5-sentinels")
+    plain = build_tiny_t5(root / "plain")
+    tokenizer = AutoTokenizer.from_pretrained(plain)
+    tokenizer.add_special_tokens({"additional_special_tokens": [f"<extra_id_{i}>" for i in range(100)]})
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration.from_pretrained(plain)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    model.save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    return root / "model"
+
+
+@pytest.fixture(scope="session")
+def still_bert_dir(tmp_path_factory) -> Path:
+    """The tiny BERT without dropout: runs with different process counts draw different noise."""
+    directory = build_tiny_bert(tmp_path_factory.mktemp("still-bert"))
+    config = json.loads((directory / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def _recipe(tmp_path: Path, model: Path, data: str, **fields) -> Recipe:
+    values = {"backbone": "hf-encoder", "model": str(model), "data": data, "output": str(tmp_path / "run"), "batch_size": 4, "lr": 1e-3,
+              "query_max_len": 16, "passage_max_len": 32, "label_max_len": 16, "log_every": 1, "seed": 7}
+    return resolve_recipe(None, {**values, **fields})
+
+
+# --- recipes ---------------------------------------------------------------------------------
+
+
+def test_presets_carry_the_papers_settings():
+    assert {"santa-code", "santa-code-span-mask", "santa-code-sda-only", "santa-code-mep-only", "santa-product"} <= set(list_recipes())
+    code = resolve_recipe("santa-code")
+    assert (code.objective, code.backbone, code.lr, code.batch_size, code.epochs, code.warmup) == ("sda+mep", "codet5-base", 5e-5, 128, 6, 0.1)
+    assert (code.query_max_len, code.passage_max_len, code.label_max_len, code.similarity) == (50, 240, 35, "dot")
+    product = resolve_recipe("santa-product")
+    assert (product.backbone, product.lr, product.batch_size, product.epochs) == ("t5-base", 1e-4, 16, 6)
+    assert resolve_recipe("santa-code-span-mask").objective == "sda+span-mask"
+    assert resolve_recipe("santa-code-mep-only").objective == "mep"
+
+
+def test_overrides_and_their_errors(tmp_path):
+    recipe = resolve_recipe("santa-code", {"lr": "1e-4", "batch-size": "8", "model": None, "split": ""})
+    assert (recipe.lr, recipe.batch_size, recipe.backbone, recipe.model, recipe.split) == (1e-4, 8, "codet5-base", None, None)
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe("santa-code", {"lrr": 1e-4})
+    assert "unknown recipe field 'lrr'. Did you mean 'lr'?" in str(err.value) and "passage_max_len" in str(err.value)
+    with pytest.raises(RecipeError, match="Did you mean 'santa-code'"):
+        resolve_recipe("santa-cod")
+    with pytest.raises(RecipeError, match="lr='fast' is not a number"):
+        resolve_recipe(None, {"lr": "fast"})
+    with pytest.raises(RecipeError, match="similarity='l2' is not supported"):
+        resolve_recipe(None, {"similarity": "l2"})
+    bad = tmp_path / "bad.toml"
+    bad.write_text('objective = "sda"\nbatchsize = 8\n')
+    with pytest.raises(RecipeError, match=r"bad.toml: unknown recipe field 'batchsize'. Did you mean 'batch_size'"):
+        resolve_recipe(str(bad))
+
+
+def test_written_recipe_reads_back_the_same(tmp_path):
+    recipe = resolve_recipe("santa-product", {"data": 'esci:/data/"quoted" é', "split": "", "output": str(tmp_path)})
+    write_recipe(recipe, tmp_path / "recipe.toml")
+    assert resolve_recipe(str(tmp_path / "recipe.toml")) == recipe
+    assert 'split = ""' in recipe_to_toml(recipe)  # None survives as ""
+
+
+# --- data ------------------------------------------------------------------------------------
+
+
+def test_tevatron_lines_are_read_with_skip_and_count(tmp_path):
+    lines = [
+        {"query_id": "1", "query": "sort a list", "positive_passages": [{"docid": "a", "title": "Sort", "text": "sorted(x)"}],
+         "negative_passages": [{"docid": "b", "title": "", "text": "open(f)"}, {"docid": "c"}]},
+        "not json at all",
+        {"query_id": "2", "query": "", "positive_passages": [{"docid": "a", "text": "x"}]},
+        {"query_id": "3", "query": "no positives", "positive_passages": []},
+        {"query_id": "4", "query": "read a file", "positive_passages": [{"docid": "d", "text": "open(f).read()"}]},
+    ]
+    path = tmp_path / "train.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    examples, stats = read_training_pairs(str(path))
+    assert (stats.read, stats.used) == (5, 2)
+    assert dict(stats.skipped) == {"not JSON": 1, "missing or empty 'query'": 1, "no positive passage with text": 1}
+    assert "train.jsonl.gz:2" in stats.examples[0]
+    assert examples[0] == Example(["sort a list"], ["Sort sorted(x)"], ["open(f)"])
+    assert load_examples(f"tevatron:{path}")[0] == examples
+
+
+def test_examples_from_code_pairs_and_product_bullets(csn_train):
+    examples, stats = load_examples(csn_train, "train")
+    assert len(examples) == 40 and stats.used == 40
+    assert examples[0].positives[0].startswith("def ") and examples[0].record.language == "python"
+    items = {"p": ItemRecord(id="p", title="Mug", content="A blue mug", bullets=["holds tea", "blue"]),
+             "q": ItemRecord(id="q", title="Cup", content="A cup")}
+    dataset = Dataset(name="items", corpus=items, queries={}, qrels={}, stats=ReadStats())
+    (example,) = examples_from_dataset(dataset)
+    assert example.queries == ["holds tea", "blue"] and example.positives == ["title : Mug text : A blue mug"]
+    assert dataset.stats.skipped["item without bullet points (no aligned text to train on)"] == 1
+
+
+def test_batches_follow_the_seed_and_split_evenly_over_processes(tmp_path, tiny_bert_dir, csn_train):
+    recipe = _recipe(tmp_path, tiny_bert_dir, csn_train, batch_size=8)
+    backbone = create_backbone(recipe)
+    examples, _ = load_examples(csn_train, "train")
+    batches = Batches(examples, recipe, backbone, build_objectives(recipe))
+    assert batches.steps_per_epoch == 5 and batches.total_steps == 5
+    epoch0 = sum((batches.picks(s)[1] for s in range(5)), [])
+    assert sorted(epoch0) == list(range(40)) and batches.picks(5)[0] == 1 and batches.picks(5)[1] != epoch0[:8]
+    assert Batches(examples, recipe, backbone, build_objectives(recipe)).picks(3) == batches.picks(3)
+
+    def rows(batch):
+        return [ids[mask.bool()].tolist() for ids, mask in zip(batch["input_ids"], batch["attention_mask"])]
+
+    whole = batches.local(2)
+    halves = [batches.local(2, rank, 2) for rank in (0, 1)]
+    for side in ("query", "passage"):
+        assert rows(whole[side]) == rows(halves[0][side]) + rows(halves[1][side])
+
+
+# --- the step ----------------------------------------------------------------------------------
+
+
+def test_sda_steps_lower_the_loss(tmp_path, still_bert_dir, csn_train):
+    from structret_backbones.hf import HFEncoder
+
+    recipe = _recipe(tmp_path, still_bert_dir, csn_train, batch_size=8)
+    # mean pooling: a random tiny BERT gives every text nearly the same [CLS] vector, so
+    # the scores start uniform and the first steps barely move them
+    backbone = HFEncoder(still_bert_dir, pooling="mean")
+    objectives = build_objectives(recipe)
+    step = TrainStep(backbone, objectives).train()
+    optimizer = torch.optim.AdamW(step.parameters(), lr=1e-3)
+    batch = Batches(load_examples(csn_train, "train")[0], recipe, backbone, objectives).local(0)
+    losses = []
+    for _ in range(6):
+        loss, logs = step(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(logs["sda"].item())
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
+    assert losses[-1] < losses[0] - 0.3, losses
+
+
+@pytest.mark.parametrize("which", ["t5", "bert"])
+def test_sda_mep_encodes_each_passage_once(tmp_path, which, tiny_t5_sentinels, tiny_bert_dir, csn_train):
+    model = tiny_t5_sentinels if which == "t5" else tiny_bert_dir
+    recipe = _recipe(tmp_path, model, csn_train, objective="sda+mep", backbone="t5" if which == "t5" else "hf-encoder")
+    backbone = create_backbone(recipe)
+    objectives = build_objectives(recipe)
+    backbone.enable_lm()
+    batch = Batches(load_examples(csn_train, "train")[0], recipe, backbone, objectives).local(0)
+    encoder = backbone.model.encoder if which == "t5" else backbone.model
+    seen = []
+    encoder.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs.get("input_ids", args[0] if args else None)),
+                                  with_kwargs=True)
+    calls = []
+    original = backbone.train_forward
+    backbone.train_forward = lambda *a, **k: calls.append(1) or original(*a, **k)
+
+    loss, logs = TrainStep(backbone, objectives)(batch)
+    loss.backward()
+    assert len(calls) == 1
+    assert len(seen) == 2  # the queries once, the masked passages once
+    assert sum(torch.equal(ids, batch["passage"]["input_ids"]) for ids in seen) == 1
+    assert sum(torch.equal(ids, batch["query"]["input_ids"]) for ids in seen) == 1
+    assert set(logs) == {"sda", "mep", "loss"} and logs["mep"] > 0
+    torch.testing.assert_close(logs["loss"], logs["sda"] + logs["mep"])
+
+
+# --- saving and resuming -------------------------------------------------------------------------
+
+
+def test_saved_model_loads_and_encodes_like_the_trained_one(tmp_path, tiny_bert_dir, tiny_t5_sentinels, csn_train):
+    from structret_backbones.hf import HFEncoder
+    from structret_backbones.t5 import T5Encoder
+
+    texts = ["def add(a, b): return a + b", "sort the list", "x"]
+    for model, backbone_name, load in ((tiny_bert_dir, "hf-encoder", HFEncoder), (tiny_t5_sentinels, "t5", T5Encoder)):
+        recipe = _recipe(tmp_path, model, csn_train, objective="sda+mep", backbone=backbone_name)
+        backbone = create_backbone(recipe)
+        objectives = build_objectives(recipe)
+        backbone.enable_lm()
+        step = TrainStep(backbone, objectives).train()
+        optimizer = torch.optim.AdamW(step.parameters(), lr=1e-2)
+        for s in range(2):
+            step(Batches(load_examples(csn_train, "train")[0], recipe, backbone, objectives).local(s))[0].backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        save_model(tmp_path / backbone_name, backbone, {"kind": "model", "backbone": backbone_name})
+        reloaded = load(tmp_path / backbone_name)
+        trained = backbone.encode(texts)
+        assert not np.allclose(trained, load(model).encode(texts), atol=1e-3)  # it did train
+        np.testing.assert_allclose(reloaded.encode(texts), trained, atol=1e-6)
+        assert json.loads((tmp_path / backbone_name / "structret.json").read_text())["backbone"] == backbone_name
+    st = pytest.importorskip("sentence_transformers")
+    # cls pooling, as the hf-encoder default the tiny BERT was trained with
+    theirs = st.SentenceTransformer(str(tmp_path / "hf-encoder"), device="cpu").encode(texts)
+    np.testing.assert_allclose(theirs, HFEncoder(tmp_path / "hf-encoder").encode(texts), atol=1e-5)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def _tensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(model_dir / "model.safetensors"))
+    if (model_dir / "lm_head.safetensors").is_file():
+        tensors.update({f"head.{k}": v for k, v in load_file(str(model_dir / "lm_head.safetensors")).items()})
+    return tensors
+
+
+@pytest.mark.parametrize("which", ["bert", "t5"])
+def test_resumed_run_ends_with_exactly_the_same_weights(tmp_path, which, tiny_bert_dir, tiny_t5_sentinels, csn_train):
+    model = tiny_bert_dir if which == "bert" else tiny_t5_sentinels  # dropout on: RNG state must be restored
+    fields = dict(objective="sda+mep", max_steps=6, checkpoint_every=2, keep_checkpoints=0,
+                  backbone="hf-encoder" if which == "bert" else "t5")
+    whole = _recipe(tmp_path / "whole", model, csn_train, **fields)
+    cut = _recipe(tmp_path / "cut", model, csn_train, **fields)
+    reference = train(whole)
+
+    def stop_after_4(step, logs):
+        if step == 4:
+            raise Interrupt
+    with pytest.raises(Interrupt):
+        train(cut, callback=stop_after_4)
+    run = Path(cut.output)
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-000002", "checkpoint-000004"]
+    with pytest.raises(TrainingError, match="pass --resume"):
+        train(cut)
+    with pytest.raises(TrainingError, match=r"different recipe: lr \(saved 0.001, given 0.002\)"):
+        train(resolve_recipe(None, {**cut.to_dict(), "lr": 2e-3}), resume=True)
+    resumed = train(cut, resume=True)
+
+    expected, got = _tensors(reference), _tensors(resumed)
+    assert expected.keys() == got.keys()
+    assert all(torch.equal(expected[k], got[k]) for k in expected), [k for k in expected if not torch.equal(expected[k], got[k])]
+    at_2 = _tensors(run / "checkpoint-000002")
+    assert any(not torch.equal(expected[k], at_2[k]) for k in expected)  # steps 3-6 did change the weights
+
+    def rows(path):
+        return [{k: v for k, v in json.loads(line).items() if k != "examples_per_s"} for line in path.read_text().splitlines()]
+    assert rows(run / "metrics.jsonl") == rows(Path(whole.output) / "metrics.jsonl")
+    assert [r["step"] for r in rows(run / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(TrainingError, match="has finished"):
+        train(cut, resume=True)
+
+
+# --- two processes ---------------------------------------------------------------------------------
+
+
+def _one_step(recipe: Recipe, examples: list[Example]) -> dict:
+    """One forward and backward as the trainer does it; gradients as DDP leaves them."""
+    accelerator = make_accelerator(recipe)
+    torch.manual_seed(recipe.seed)
+    backbone = create_backbone(recipe)
+    objectives = build_objectives(recipe)
+    backbone.enable_lm()
+    batches = Batches(examples, recipe, backbone, objectives)
+    module = accelerator.prepare(TrainStep(backbone, objectives).train())
+    loss, logs = module(batches.local(0, accelerator.process_index, accelerator.num_processes))
+    accelerator.backward(loss)
+    grads = {n.removeprefix("module."): p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+    return {"grads": grads, "logs": {k: float(v) for k, v in logs.items()}}
+
+
+def _process(rank: int, world: int, port: int, recipe: dict, examples: list[Example], out: str) -> None:
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
+    torch.set_num_threads(1)
+    result = _one_step(Recipe(**recipe), examples)
+    if rank == 0:
+        torch.save(result, out)
+
+
+def test_two_processes_give_the_loss_and_gradients_of_one(tmp_path, still_bert_dir, csn_train):
+    import torch.multiprocessing as mp
+
+    # sda+mep: global negatives, and an LM mean over tokens the two halves hold unequally.
+    # minilm's factory on the tiny weights = mean pooling, so the contrastive gradient is
+    # not drowned by MEP's ([CLS] of a random tiny BERT scores every pair alike)
+    recipe = _recipe(tmp_path, still_bert_dir, csn_train, objective="sda+mep", batch_size=8,
+                     backbone="minilm", similarity="cos", temperature=0.05)
+    examples, _ = load_examples(csn_train, "train")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "two.pt"
+    mp.spawn(_process, args=(2, port, recipe.to_dict(), examples, str(out)), nprocs=2, join=True)
+    two = torch.load(out, weights_only=True)
+    one = _one_step(recipe, examples)
+
+    assert one["logs"].keys() == {"sda", "mep", "loss"}
+    for key, value in one["logs"].items():
+        assert two["logs"][key] == pytest.approx(value, rel=1e-5), key
+    assert one["grads"].keys() == two["grads"].keys() and len(one["grads"]) > 20
+    for name, grad in one["grads"].items():
+        # float32 sums run in another order on two halves; a real error (a missing
+        # world-size factor, local-only negatives) is off by tens of percent
+        assert (two["grads"][name] - grad).norm() <= 1e-5 * grad.norm() + 1e-8, name
+        torch.testing.assert_close(two["grads"][name], grad, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+
+
+# --- other runs ------------------------------------------------------------------------------------
+
+
+def test_dr_with_hard_negatives_on_tevatron_lines(tmp_path, tiny_bert_dir):
+    rng = random.Random(1)
+    path = tmp_path / "train.jsonl"
+    with path.open("w") as f:
+        for i in range(8):
+            words = [rng.choice(_WORDS) for _ in range(6)]
+            f.write(json.dumps({"query_id": str(i), "query": " ".join(words[:3]),
+                                "positive_passages": [{"docid": f"p{i}", "title": "", "text": " ".join(words)}],
+                                "negative_passages": [{"docid": f"n{i}{j}", "text": rng.choice(_WORDS)} for j in range(3)]}) + "\n")
+    recipe = _recipe(tmp_path, tiny_bert_dir, f"tevatron:{path}", objective="dr", negatives=2, max_steps=2)
+    final = train(recipe)
+    rows = [json.loads(line) for line in (Path(recipe.output) / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["loss/dr"] > 0 for r in rows)
+    assert (final / "model.safetensors").is_file() and json.loads((final / "structret.json").read_text())["step"] == 2
+
+
+def test_runs_that_cannot_start_say_why(tmp_path, tiny_bert_dir, csn_train):
+    with pytest.raises(TrainingError, match="no training data"):
+        train(_recipe(tmp_path, tiny_bert_dir, ""))
+    with pytest.raises(TrainingError, match="fewer than one batch of 64"):
+        train(_recipe(tmp_path, tiny_bert_dir, csn_train, batch_size=64))
+    with pytest.raises(TrainingError, match="has no hard negatives"):
+        train(_recipe(tmp_path, tiny_bert_dir, csn_train, negatives=1))
+
+
+def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_registry):
+    import shutil
+
+    from structret.retrieval import DenseRetriever, make_retriever, trained_model
+
+    final = tmp_path / "run" / "final"
+    shutil.copytree(tiny_bert_dir, final)
+    (final / "structret.json").write_text('{"backbone": "hf-encoder"}')
+    assert trained_model(str(tmp_path / "run")) == ("hf-encoder", str(final))
+    assert trained_model(str(final)) == ("hf-encoder", str(final))
+    assert trained_model(str(tmp_path)) is None
+    retriever = make_retriever(str(tmp_path / "run"), show_progress=False)
+    assert isinstance(retriever, DenseRetriever) and retriever.backbone.name == str(final)
