@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from structret.records import Dataset
+from structret.records import CodeRecord, Dataset, ItemRecord
 
 
 @dataclass
@@ -30,8 +30,13 @@ class NegativesReport:
 
 
 def _passage(dataset: Dataset, doc_id: str) -> dict[str, str]:
+    # Tevatron keeps the title apart; readers join "title text" back, as record.text() does
     record = dataset.corpus[doc_id]
-    return {"docid": doc_id, "title": getattr(record, "title", ""), "text": record.text()}
+    if isinstance(record, CodeRecord):
+        return {"docid": doc_id, "title": "", "text": record.code}
+    if isinstance(record, ItemRecord):
+        return {"docid": doc_id, "title": record.title, "text": record.content}
+    return {"docid": doc_id, "title": record.title, "text": record.text_}
 
 
 def mine_negatives(backbone: Any, dataset: Dataset, out: str | os.PathLike, *, depth: int = 100,

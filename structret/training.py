@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 from structret.artifacts import atomic_dir, write_meta
 from structret.errors import DataError, StructretError
 from structret.recipes import ObjectiveError, Recipe, parse_objectives, read_recipe, write_recipe
-from structret.records import CodeRecord, ItemRecord, ReadStats
+from structret.records import ItemRecord, ReadStats
 from structret.registry import get_registry
 
 TEVATRON = "tevatron"
@@ -71,11 +71,9 @@ class Example:
 
 
 def document_text(record: Any) -> str:
-    """The passage a record becomes: code as is; a product as SANTA writes it."""
-    if isinstance(record, CodeRecord):
-        return record.code
-    if isinstance(record, ItemRecord):
-        return f"title : {record.title} text : {record.content}"  # OpenMatch's SANTA product template
+    """The passage a record becomes: ``record.text()``, exactly what evaluation encodes, so
+    training and retrieval see one representation. (SANTA's product template
+    ``title : {t} text : {d}`` arrives as a linearizer that both sides will go through.)"""
     return record.text()
 
 

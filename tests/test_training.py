@@ -164,7 +164,7 @@ def test_examples_from_code_pairs_and_product_bullets(csn_train):
              "q": ItemRecord(id="q", title="Cup", content="A cup")}
     dataset = Dataset(name="items", corpus=items, queries={}, qrels={}, stats=ReadStats())
     (example,) = examples_from_dataset(dataset)
-    assert example.queries == ["holds tea", "blue"] and example.positives == ["title : Mug text : A blue mug"]
+    assert example.queries == ["holds tea", "blue"] and example.positives == ["Mug A blue mug"]  # record.text(), as retrieval encodes it
     assert dataset.stats.skipped["item without bullet points (no aligned text to train on)"] == 1
 
 
