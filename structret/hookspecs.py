@@ -106,6 +106,14 @@ def register_linearizers(register):
 def register_objectives(register):
     """Register pretraining and fine-tuning objectives (``sda``, ``mep``, ...).
 
-    Factory: ``objective(**options) -> Objective``. An objective declares the
-    backbone capabilities it needs; ``--objective a+b`` sums the losses.
+    Factory: ``objective(**options) -> Objective``, called with the recipe fields named
+    in its signature (``similarity``, ``temperature``, ``extractor``, ...). The object has
+    ``name``, ``role`` (``"contrastive"`` or ``"corruption"``), ``needs`` (it runs on a
+    backbone with any one of these capabilities) and ``check(backbone)``, which raises
+    ``structret.recipes.ObjectiveError`` with a sentence saying why before training starts.
+    A contrastive objective implements ``loss(queries, passages)`` over gathered vectors
+    (each query's positive first, then its negatives); a corruption objective implements
+    ``corrupt(texts, records, backbone, *, max_length, label_max_length, rngs)`` returning
+    the passage batch with ``labels``, so one forward yields both the passage vector and
+    the LM loss. ``--objective a+0.5*b`` sums the weighted losses; at most one corruption.
     """
