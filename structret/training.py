@@ -590,5 +590,11 @@ def train(recipe: Recipe, *, resume: bool = False,
     final = run / "final"
     if accelerator.is_main_process:
         save_model(final, backbone, model_meta(recipe, backbone, base_model, total))
+        # what corruption objectives masked and skipped (this process's batches, since start or resume)
+        counts = {o.name: o.report() for o, _ in objectives if hasattr(o, "report")}
+        if counts:
+            (run / "counts.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
+            for name, c in counts.items():
+                print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in c.items()), file=sys.stderr)
     accelerator.wait_for_everyone()
     return final

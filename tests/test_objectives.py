@@ -206,6 +206,12 @@ def test_mep_masks_every_entity_as_whole_words_on_mlm(tiny_bert_dir):
     words = bert.tokenizer.convert_ids_to_tokens(batch["labels"][0][masked[0]].tolist())
     assert words == ["add", "a", "b", "a", "b"]
     assert batch["attention_mask"][1].sum() < batch["attention_mask"][0].sum()  # padded, not truncated
+    # counted, not lost: an unterminated string does not tokenize, so no entities, one failure
+    broken = CodeRecord(id="3", code='x = """never closed', language="python")
+    mep.corrupt([broken.code], [broken], bert, max_length=32, label_max_length=16, rngs=[random.Random(0)])
+    report = mep.report()
+    assert report["passages"] == 3 and report["passages without entities"] == 1
+    assert report["tokens masked"] == 6 and report["unparsable for python-tokenize"] == 1
 
 
 def test_mep_on_products_masks_description_words_shared_with_the_title(tiny_bert_dir):

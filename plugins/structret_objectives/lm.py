@@ -12,6 +12,7 @@ tokens in place. The masking itself lives in ``structret.masking``.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
@@ -95,6 +96,8 @@ class EntityMasking:
     def __init__(self, extractor: str = "auto"):
         self.extractor = extractor
         self._extractors: dict[str, Any] = {}
+        # what was masked, and what could not be: the trainer reports these at the end
+        self.counts: Counter = Counter()
 
     def check(self, backbone: Any) -> None:
         variant = _variant(self.name, backbone)
@@ -143,12 +146,27 @@ class EntityMasking:
         for text, record in zip(texts, records, strict=True):
             # entities are found in the text itself, then moved past the backbone's prefix
             found = _shift(self.entities(text, record), len(prefix))
+            self.counts["passages"] += 1
+            self.counts["passages without entities"] += not found
             if seq2seq:
                 masked = masking.sentinel_mask(prefix + text, found, max_sentinels=SENTINELS)
+                self.counts["entities masked"] += masked.masked
+                self.counts["entities left unmasked (sentinel cap)"] += masked.left_unmasked
                 rows.append(masking.tokenize_seq2seq(masked, tokenizer, max_source=max_length, max_target=label_max_length))
             else:
-                rows.append(masking.whole_entity_mlm(prefix + text, found, tokenizer, max_length=max_length))
+                row = masking.whole_entity_mlm(prefix + text, found, tokenizer, max_length=max_length)
+                self.counts["tokens masked"] += sum(label != -100 for label in row["labels"])
+                rows.append(row)
         return _collate(rows, tokenizer.pad_token_id)
+
+    def report(self) -> dict[str, int]:
+        """Counts so far, with the texts each extractor could not parse (skipped, never raised)."""
+        counts = dict(self.counts)
+        for name, extractor in self._extractors.items():
+            failed = sum(getattr(extractor, "failures", {}).values())
+            if failed:
+                counts[f"unparsable for {name}"] = failed
+        return counts
 
     def __repr__(self) -> str:
         return f"mep(extractor={self.extractor!r})"
