@@ -138,3 +138,15 @@ def build_tiny_t5_tokenizer(directory: Path, *, extra_ids: int = 100) -> Path:
 @pytest.fixture(scope="session")
 def tiny_t5_sentinel_tokenizer_dir(tmp_path_factory) -> Path:
     return build_tiny_t5_tokenizer(tmp_path_factory.mktemp("tiny-t5-tokenizer"))
+
+
+@pytest.fixture(scope="module", autouse=True)  # import it into a test module to apply it there
+def one_torch_thread():
+    # the tiny models are all per-op overhead; with two threads every op also waits for
+    # the second core, which on a busy machine turns seconds into a minute
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from _tiny_models import corpus, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from _tiny_models import corpus, tiny_bert_dir, tiny_t5_dir, one_torch_thread  # noqa: F401  (fixtures)
 from structret.errors import ModelLoadError
 from structret.interfaces import Backbone
 from structret_backbones import _loading
@@ -20,14 +20,6 @@ from structret_backbones.t5 import T5Encoder
 TEXTS = corpus(n=20, seed=1) + ["def add(a, b): return a + b", "x", "", " ".join(["sort"] * 400)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    # the tiny models are all per-op overhead; with two threads every op also waits for
-    # the second core, which on a busy machine turns seconds into a minute
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-from _tiny_models import tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from _tiny_models import tiny_bert_dir, tiny_t5_dir, one_torch_thread  # noqa: F401  (fixtures)
 
 from structret.errors import PluginError
 from structret.recipes import ObjectiveError, parse_objectives, resolve_recipe
@@ -16,12 +16,6 @@ from structret.registry import get_registry
 from structret.training import build_objectives
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 class _Encoder:

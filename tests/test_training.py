@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _tiny_models import _WORDS, build_tiny_bert, build_tiny_t5, tiny_bert_dir  # noqa: F401  (fixture)
+from _tiny_models import _WORDS, build_tiny_bert, build_tiny_t5, tiny_bert_dir, one_torch_thread  # noqa: F401  (fixture)
 
 from structret.recipes import Recipe, RecipeError, list_recipes, recipe_to_toml, resolve_recipe, write_recipe
 from structret.records import Dataset, ItemRecord, ReadStats
@@ -31,12 +31,6 @@ from structret.training import (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _function(rng: random.Random, i: int) -> dict:
