@@ -133,6 +133,29 @@ def extract(path, extractor, language, title, options):
     click.echo(result.format())
 
 
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--linearizer", "-z", default="dfs-parent", show_default=True,
+              help="A registered linearizer (structret plugins --kind linearizer).")
+@click.option("--language", "-l", help="Programming language (default: from the file suffix).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Linearizer option, repeatable (split_identifiers=true, max_tokens=512, parser=tree-sitter).")
+def linearize(path, linearizer, language, options):
+    """Print a file's code as a structure sequence (and each token's parent), as in Khan & Jang.
+
+    \b
+    Examples:
+      structret linearize --linearizer dfs sum.py
+      structret linearize --linearizer dfs-parent --language go server.go
+      structret linearize --linearizer raw --option split_identifiers=true sum.py
+    """
+    from structret.data import parse_options
+    from structret.linearization import linearize_file
+
+    result = linearize_file(path, linearizer, language, **parse_options(options))
+    click.echo(result.format())
+
+
 # --- encode / index / search ---------------------------------------------------------
 
 _data_options = [

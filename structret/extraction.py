@@ -126,7 +126,7 @@ def format_entities(text: str, entities: list[Entity]) -> str:
     span_width = max(map(len, spans), default=0)
     kind_width = max((len(e.kind) for e in entities), default=0)
     lines = [
-        f"{span:<{span_width}}  {e.kind:<{kind_width}}  {_visible(e.text)}".rstrip()
+        f"{span:<{span_width}}  {e.kind:<{kind_width}}  {visible(e.text)}".rstrip()
         for span, e in zip(spans, entities)
     ]
     distinct = len({e.text for e in entities})
@@ -138,7 +138,7 @@ def format_entities(text: str, entities: list[Entity]) -> str:
     return "\n".join(lines)
 
 
-def _visible(text: str) -> str:
+def visible(text: str) -> str:
     # one entity per line, whatever it holds
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 

@@ -54,3 +54,14 @@ def test_extract_prints_spans_kinds_and_a_summary(tmp_path, fresh_registry):
     lines = result.output.splitlines()
     assert lines[0].split()[-1] == "sum_two_numbers" and lines[0].split()[0] == "4-19"
     assert "5 entities, 3 distinct" in result.output
+
+
+def test_linearize_prints_the_papers_tables(tmp_path, fresh_registry):
+    source = tmp_path / "sum.py"
+    source.write_text("def sum_two_numbers(a, b): return a + b\n")
+    result = CliRunner().invoke(cli, ["linearize", "--linearizer", "dfs-parent", str(source)])
+    assert result.exit_code == 0, result.output
+    assert ("Module, FunctionDef, sum_two_numbers, arguments, arg, a, arg, b, body, Return, BinOpAdd, "
+            "NameLoad, a, NameLoad, b") in result.output
+    assert ("None, Module, FunctionDef, FunctionDef, arguments, arg, arguments, arg, FunctionDef, body, "
+            "Return, BinOpAdd, NameLoad, BinOpAdd, NameLoad") in result.output

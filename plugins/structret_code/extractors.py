@@ -105,7 +105,7 @@ NODE_TYPES: dict[str, frozenset[str]] = {
 # A method as CodeSearchNet stores it (``public function f()``, ``async load() {}``, a Java
 # constructor) is not a valid program on its own; it parses inside a class body. The
 # wrapper's own nodes are outside the snippet's byte range and are left out.
-_CLASS_WRAPPERS: dict[str, tuple[str, str]] = {
+CLASS_WRAPPERS: dict[str, tuple[str, str]] = {
     "java": ("class _Wrapper {\n", "\n}"),
     "javascript": ("class _Wrapper {\n", "\n}"),
     "php": ("class _Wrapper {\n", "\n}"),
@@ -125,7 +125,7 @@ class TreeSitterIdentifiers:
     """
 
     def __init__(self, language: str | None = None, node_types: str | list[str] | tuple[str, ...] | None = None):
-        self.language = _language_name(language)
+        self.language = language_name(language)
         if isinstance(node_types, str):  # "identifier,constant", as typed on a command line
             node_types = [t.strip() for t in node_types.split(",") if t.strip()]
         self.node_types = frozenset(node_types) if node_types else None
@@ -135,7 +135,7 @@ class TreeSitterIdentifiers:
             self._grammar(self.language)  # a missing grammar should fail now, not mid-corpus
 
     def extract(self, text: str, language: str | None = None) -> list[Entity]:
-        language = _language_name(language) or self.language
+        language = language_name(language) or self.language
         if not language:
             raise PluginError(
                 "the tree-sitter extractor needs the language of the code: pass language=... "
@@ -166,7 +166,7 @@ class TreeSitterIdentifiers:
         return self._grammars[language]
 
 
-def _language_name(language: str | None) -> str | None:
+def language_name(language: str | None) -> str | None:
     if not language:
         return None
     return _ALIASES.get(language.lower(), language.lower())
@@ -210,8 +210,8 @@ class _Grammar:
         parser, kind_ids = self.tagged if tagged else self.plain
         root = parser.parse(data).root_node
         low, high = 0, len(data)
-        if root.has_error and self.language in _CLASS_WRAPPERS and not tagged:
-            before, after = (part.encode() for part in _CLASS_WRAPPERS[self.language])
+        if root.has_error and self.language in CLASS_WRAPPERS and not tagged:
+            before, after = (part.encode() for part in CLASS_WRAPPERS[self.language])
             low, high = len(before), len(before) + len(data)
             root = parser.parse(before + data + after).root_node
         if root.has_error:

@@ -26,3 +26,13 @@ def register_extractors(register):
         "structret_code.extractors:TreeSitterIdentifiers",
         help="identifier nodes of any language with an installed tree-sitter grammar (SANTA's method)",
     )
+
+
+@hookimpl
+def register_linearizers(register):
+    # Khan & Jang's inputs: the code's tokens, and its AST in pre-order with each token's parent
+    module = "structret_code.linearizers"
+    register("raw", f"{module}:raw", help="the code's own tokens (Python tokenize, else tree-sitter leaves)")
+    register("dfs", f"{module}:dfs", help="pre-order AST tokens (Python ast, else tree-sitter)")
+    register("dfs-parent", f"{module}:dfs_parent", help="pre-order AST tokens with each token's parent")
+    register("bfs", f"{module}:bfs", help="breadth-first AST tokens with each token's parent")

@@ -1,0 +1,108 @@
+"""Run one linearizer over one file and show its sequence (``structret linearize``).
+
+The point is to look at what a model would be fed: the tokens a linearizer makes of the
+code, comma-separated as in Khan & Jang's Tables 1-3, and for a linearizer that gives
+parents (``dfs-parent``, ``bfs``) each token's parent token, ``None`` for the root.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from structret.errors import PluginError
+from structret.extraction import LANGUAGE_OF_SUFFIX, visible, read_text
+from structret.records import CodeRecord, Sequence
+from structret.registry import get_registry
+
+
+@dataclass
+class LinearizationResult:
+    path: str
+    linearizer: str
+    language: str | None
+    text: str
+    sequence: Sequence | None  # None: the linearizer could not read the file
+    # what the linearizer counted while reading this file, e.g. code that did not parse
+    failures: Counter = field(default_factory=Counter)
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.sequence.tokens if self.sequence is not None else []
+
+    @property
+    def parent_tokens(self) -> list[str | None] | None:
+        return parent_tokens(self.sequence) if self.sequence is not None else None
+
+    def format(self) -> str:
+        """The tokens on one line, their parents on a second (if any); or why there are none."""
+        if self.sequence is not None:
+            return format_sequence(self.sequence)
+        reasons = "; ".join(f"{reason} ({n}x)" if n > 1 else reason for reason, n in self.failures.items())
+        return f"note: {self.linearizer} could not read {self.path}" + (f": {reasons}" if reasons else "")
+
+
+def parent_tokens(sequence: Sequence) -> list[str | None] | None:
+    """Each token's parent token (the paper's DFS-Parent sequence), ``None`` for a root;
+    ``None`` altogether for a sequence without parents."""
+    if sequence.parents is None:
+        return None
+    return [sequence.tokens[p] if p >= 0 else None for p in sequence.parents]
+
+
+def format_sequence(sequence: Sequence) -> str:
+    """``a, b, c`` as in the paper's tables, then the parents' line ``None, a, a`` if there are parents."""
+    if not sequence.tokens:
+        return "(no tokens)"
+    lines = [", ".join(visible(token) for token in sequence.tokens)]
+    parents = parent_tokens(sequence)
+    if parents is not None:
+        lines.append(", ".join("None" if p is None else visible(p) for p in parents))
+    return "\n".join(lines)
+
+
+def linearize_file(
+    path: str | Path,
+    linearizer_name: str,
+    language: str | None = None,
+    **options,
+) -> LinearizationResult:
+    """Read ``path`` (UTF-8) and run the linearizer registered as ``linearizer_name`` on it.
+
+    The whole file is one record. ``language`` defaults to the one the file suffix names
+    (``.go`` -> go), if any; ``options`` go to the linearizer's factory
+    (``split_identifiers=True``, ``max_tokens=512``, ``parser="tree-sitter"`` ...).
+    """
+    path = Path(path)
+    text = read_text(path)
+    if language is None:
+        language = LANGUAGE_OF_SUFFIX.get(path.suffix.lower())
+    linearizer = get_registry().create("linearizer", linearizer_name, **options)
+    record = CodeRecord(id=str(path), code=text, language=language or "", path=str(path))
+    failures_before = Counter(getattr(linearizer, "failures", None) or {})
+    sequence = linearizer.linearize(record)
+    failures = Counter(getattr(linearizer, "failures", None) or {})
+    failures.subtract(failures_before)
+    if sequence is not None:
+        _check_sequence(sequence, linearizer_name)
+    return LinearizationResult(str(path), linearizer_name, language, text, sequence, +failures)
+
+
+def _check_sequence(sequence: Sequence, linearizer_name: str) -> None:
+    """Parents must point at tokens of the sequence: the informed attention head indexes by them."""
+    tokens, parents = sequence.tokens, sequence.parents
+    if parents is None:
+        return
+    if len(parents) != len(tokens):
+        raise PluginError(
+            f"linearizer '{linearizer_name}' returned {len(tokens)} tokens but {len(parents)} parents; "
+            f"every token needs one. This is a bug in that linearizer."
+        )
+    for i, p in enumerate(parents):
+        if p == i or not -1 <= p < len(tokens):
+            raise PluginError(
+                f"linearizer '{linearizer_name}' gave token {i} ({tokens[i]!r}) the parent {p}, which is "
+                f"not another token of the sequence (0..{len(tokens) - 1}, or -1 for a root). "
+                f"This is a bug in that linearizer."
+            )
