@@ -11,19 +11,17 @@ Code they cannot read gives no entities and is counted in ``extractor.failures``
 
 from __future__ import annotations
 
-import io
 import keyword
 import tokenize
 from collections import Counter
 
 from structret.errors import PluginError
 from structret.records import Entity
+from structret_code.pytokens import python_tokens
 
 # f-strings are one STRING token up to Python 3.11 (as in SANTA's runs); 3.12 splits them
 # into FSTRING_* tokens with NAMEs inside. Those inner names are skipped so that every Python
 # version yields the same entities.
-_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
-_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
 
 
 class PythonTokenize:
@@ -48,29 +46,11 @@ class PythonTokenize:
         # A leading byte-order mark is not part of the first name (3.12+ glues it to it).
         shift = 1 if text.startswith("\ufeff") else 0
         source = text[shift:]
-        line_starts: list[int] = []  # character offset of each line tokenize has read
-        lines = io.StringIO(source)
-        position = 0
-
-        def readline() -> str:
-            nonlocal position
-            line = lines.readline()
-            line_starts.append(position)
-            position += len(line)
-            return line
-
         entities = []
-        in_fstring = 0
         try:
-            for token in tokenize.generate_tokens(readline):
-                if token.type == _FSTRING_START:
-                    in_fstring += 1
-                elif token.type == _FSTRING_END:
-                    in_fstring -= 1
-                elif token.type == tokenize.NAME and not in_fstring and not keyword.iskeyword(token.string):
-                    row, col = token.start
-                    start = line_starts[row - 1] + col + shift
-                    entities.append(Entity(start, start + len(token.string), token.string, "identifier"))
+            for token in python_tokens(source):
+                if token.type == tokenize.NAME and not keyword.iskeyword(token.string):
+                    entities.append(Entity(token.start + shift, token.end + shift, token.string, "identifier"))
         except (tokenize.TokenError, SyntaxError) as exc:  # IndentationError is a SyntaxError
             message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
             self.failures[f"{type(exc).__name__}: {message}"] += 1

@@ -80,7 +80,6 @@ a corpus. ``raw`` only tokenizes Python, so it accepts some code ``dfs`` refuses
 from __future__ import annotations
 
 import ast
-import io
 import re
 import textwrap
 import tokenize
@@ -91,6 +90,7 @@ from typing import Any
 from structret.errors import PluginError
 from structret.records import Sequence
 from structret_code.extractors import CLASS_WRAPPERS, language_name
+from structret_code.pytokens import python_tokens
 
 # --- identifier splitting ------------------------------------------------------------
 
@@ -323,46 +323,16 @@ def _dedent(code: str) -> str:
 
 
 _KEPT = frozenset({tokenize.NAME, tokenize.OP, tokenize.NUMBER, tokenize.STRING})
-# Python 3.12+ tokenizes f-strings (3.14: t-strings) piece by piece; they are glued back.
-_STRING_START = frozenset(getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n))
-_STRING_END = frozenset(getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n))
 
 
 def _python_tokens(code: str) -> list[str]:
-    code = _dedent(code)
-    line_starts: list[int] = []  # character offset of each line tokenize has read
-    lines = io.StringIO(code)
-    position = 0
-
-    def readline() -> str:
-        nonlocal position
-        line = lines.readline()
-        line_starts.append(position)
-        position += len(line)
-        return line
-
-    def offset(point: tuple[int, int]) -> int:
-        return line_starts[point[0] - 1] + point[1]
-
     tokens: list[str] = []
-    depth, begin = 0, 0
     try:
-        for token in tokenize.generate_tokens(readline):
-            kind = token.type
-            if kind in _STRING_START:
-                if depth == 0:
-                    begin = offset(token.start)
-                depth += 1
-            elif kind in _STRING_END:
-                depth -= 1
-                if depth == 0:
-                    tokens.append(code[begin : offset(token.end)])
-            elif depth:
-                continue
-            elif kind in _KEPT:
+        for token in python_tokens(_dedent(code)):
+            if token.type in _KEPT:
                 tokens.append(token.string)
-            elif kind == tokenize.ERRORTOKEN and token.string.strip():
-                raise _Unreadable(f"tokenize could not read {token.string!r} on line {token.start[0]}")
+            elif token.type == tokenize.ERRORTOKEN and token.string.strip():
+                raise _Unreadable(f"tokenize could not read {token.string!r} on line {token.line}")
     except (tokenize.TokenError, SyntaxError) as exc:  # IndentationError is a SyntaxError
         message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
         raise _Unreadable(f"{type(exc).__name__}: {message}") from None
