@@ -1,0 +1,264 @@
+"""The informed-transformer backbone and the parent-attention objective (Khan & Jang)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+# the lead adds the entry point; until then the package is imported from the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+
+from _tiny_models import one_torch_thread  # noqa: E402,F401  (autouse: one torch thread here)
+
+from structret.recipes import ObjectiveError  # noqa: E402
+from structret.registry import PluginEntry, Registry  # noqa: E402
+from structret_structure import plugin  # noqa: E402
+from structret_structure.model import InformedTransformer, gold_attention  # noqa: E402
+from structret_structure.objective import ParentAttention  # noqa: E402
+from structret_structure.tokenizer import CODE_MARK, NO_PARENT, spread_parents  # noqa: E402
+
+CODE = [
+    "def add(a, b):\n    return a + b",
+    "def read_input_file(path):\n    return open(path).read()",
+    "def largest(values):\n    best = values[0]\n    for v in values:\n        if v > best:\n            best = v\n    return best",
+    "def greet(name):\n    print('hello', name)",
+    "def is_even(n):\n    return n % 2 == 0",
+    "def area(width, height):\n    return width * height",
+]
+QUERIES = ["add two numbers", "read a file", "largest value in a list", "say hello", "is a number even", "area of a box"]
+TINY = dict(vocab_size=400, dim=32, heads=4, layers=2, ffn_mult=2, max_length=128, dropout=0.0)
+
+
+def tiny(**options) -> InformedTransformer:
+    return InformedTransformer(texts=CODE + QUERIES, **{**TINY, **options})
+
+
+def parent_mass(backbone: InformedTransformer, head: int = 0) -> float:
+    """Mean attention mass that ``head`` of layer 0 puts on the gold parent, over tokens with one."""
+    batch = backbone.tokenizer.batch(CODE)
+    with torch.no_grad():
+        backbone.model.eval()
+        x = backbone.model.norm(backbone.model.tokens(batch["input_ids"])
+                                + backbone.model.positions(torch.arange(batch["input_ids"].shape[1])))
+        attention = backbone.model.layers[0].attention
+        b, n, d = x.shape
+        q, k, _ = attention.qkv(x).view(b, n, 3, attention.heads, d // attention.heads).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / (d // attention.heads) ** 0.5
+        scores = scores.masked_fill(~batch["attention_mask"][:, None, None, :].bool(), torch.finfo(scores.dtype).min)
+        probs = scores.softmax(-1)[:, head]
+    parents = batch["parents"]
+    picked = parents >= 0
+    return float(probs.gather(-1, parents.clamp(min=0).unsqueeze(-1)).squeeze(-1)[picked].mean())
+
+
+def test_spread_parents_hand_example():
+    # words: Module, FunctionDef, read_input (2 sub-tokens), arguments (3 sub-tokens)
+    word_ids = [0, 1, 2, 2, 3, 3, 3]
+    parents = [-1, 0, 1, 1]
+    assert spread_parents(word_ids, parents) == [NO_PARENT, 0, 1, 1, 1, 1, 1]
+    # a parent with several sub-tokens is pointed at by its first one
+    assert spread_parents([0, 0, 0, 1, 1], [-1, 0]) == [NO_PARENT] * 3 + [0, 0]
+    # a parent cut off by truncation (word 1 has no sub-token left) gives no parent
+    assert spread_parents([0, 2], [-1, 0, 1]) == [NO_PARENT, NO_PARENT]
+
+
+def test_subtokens_inherit_parent_first_subtoken():
+    backbone = tiny()
+    tokenizer = backbone.tokenizer
+    sequence = tokenizer.linearizer.linearize(CODE[1], language="python")
+    encoding = tokenizer.bpe.encode(sequence.tokens, is_pretokenized=True, add_special_tokens=False)
+    assert len(encoding.ids) > len(sequence.tokens)  # some tokens really are split
+    parents = tokenizer.batch([CODE[1]])["parents"][0].tolist()
+    words = encoding.word_ids
+    first = {w: words.index(w) for w in set(words)}
+    for position, word in enumerate(words):
+        parent_word = sequence.parents[word]
+        assert parents[position] == (first[parent_word] if parent_word >= 0 else NO_PARENT)
+    # the trainer's route (prefix mark) gives the same rows; queries carry no parents
+    marked = tokenizer([CODE_MARK + CODE[1], QUERIES[0]], truncation=True, max_length=128, padding=True, return_tensors="pt")
+    assert marked["parents"][0, : len(parents)].tolist() == parents
+    assert (marked["parents"][1] == NO_PARENT).all()
+
+
+def test_encode_shape_dtype_and_queries():
+    backbone = tiny()
+    assert {"encoder", "structure-attention"} <= backbone.capabilities
+    documents = backbone.encode(CODE, batch_size=4)
+    queries = backbone.encode(QUERIES, kind="query")
+    assert documents.shape == (len(CODE), backbone.dim) and documents.dtype == np.float32
+    assert queries.shape == (len(QUERIES), backbone.dim) and queries.dtype == np.float32
+    assert np.isfinite(documents).all() and np.isfinite(queries).all()
+    # one text alone or in a padded batch: the same vector
+    np.testing.assert_allclose(backbone.encode(CODE[:1]), documents[:1], atol=1e-5)
+    # code that does not parse is read as plain text, and counted
+    assert backbone.encode(["def broken(:"]).shape == (1, backbone.dim)
+    assert backbone.tokenizer.counts["code passages read as plain text (did not parse)"] == 1
+
+
+def test_strict_attention_is_the_gold_tree():
+    backbone = tiny(strict=True)
+    batch = backbone.tokenizer.batch(CODE + QUERIES[:1])
+    batch["parents"][-1, :] = NO_PARENT  # the query row: no parents, attends to itself
+    _, informed = backbone.forward(batch)
+    assert len(informed) == 1
+    parents = batch["parents"]
+    expected = gold_attention(parents)
+    assert torch.equal(informed[0], expected)
+    own = torch.arange(parents.shape[1])
+    for row in range(parents.shape[0]):
+        for q in range(parents.shape[1]):
+            target = parents[row, q].item() if parents[row, q] >= 0 else q
+            assert informed[0][row, q, target].item() == 1.0
+    assert (expected.sum(-1) == 1).all() and torch.equal(expected[-1], torch.eye(len(own)))
+    # and nothing to learn for the objective
+    with pytest.raises(ObjectiveError, match="strict"):
+        ParentAttention().check(backbone)
+
+
+def test_parent_attention_supervises_head_zero_only():
+    torch.manual_seed(0)
+    backbone = tiny()
+    objective = ParentAttention()
+    objective.check(backbone)
+    before, other_before = parent_mass(backbone, 0), parent_mass(backbone, 1)
+    assert before < 0.2
+
+    batch = objective.corrupt(CODE, [None] * len(CODE), backbone, max_length=128, label_max_length=0, rngs=[])
+    labels = batch.pop("labels")
+    assert ((labels == -100) == (batch["parents"] < 0)).all()
+
+    # the loss reaches only head 0's query/key projections in the informed layer
+    _, loss = backbone.train_forward(batch, labels)
+    loss.backward()
+    attention = backbone.model.layers[0].attention
+    width = backbone.dim // attention.heads
+    grad = attention.qkv.weight.grad
+    q_rows, k_rows = grad[: backbone.dim], grad[backbone.dim: 2 * backbone.dim]
+    assert q_rows[:width].abs().sum() > 0 and k_rows[:width].abs().sum() > 0
+    assert q_rows[width:].abs().sum() == 0 and k_rows[width:].abs().sum() == 0
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in backbone.model.layers[1].parameters())
+
+    optimizer = torch.optim.Adam(backbone.model.parameters(), lr=3e-3)
+    backbone.model.train()
+    for _ in range(300):
+        optimizer.zero_grad()
+        _, loss = backbone.train_forward(batch, labels)
+        loss.backward()
+        optimizer.step()
+    after = parent_mass(backbone, 0)
+    assert after > 0.8, (before, after)
+    # head 1 had no such loss: it is free to look anywhere, and does not learn the tree
+    assert parent_mass(backbone, 1) < 0.5, other_before
+
+
+def test_trains_inside_trainstep_unchanged():
+    from structret.training import TrainStep
+    from structret_objectives.contrastive import dr
+
+    backbone = tiny()
+    objective = ParentAttention()
+    step = TrainStep(backbone, [(dr(), 1.0), (objective, 0.5)])
+    passage = objective.corrupt(CODE, [None] * len(CODE), backbone, max_length=128, label_max_length=0, rngs=[])
+    batch = {
+        "query": backbone.tokenizer([backbone.tokenize.prefixes["query"] + q for q in QUERIES], truncation=True,
+                                    max_length=32, padding=True, return_tensors="pt"),
+        "labels": passage.pop("labels"),
+        "passage": passage,
+    }
+    total, logs = step(batch)
+    assert set(logs) == {"dr", "parent-attention", "loss"}
+    assert torch.isclose(logs["loss"], logs["dr"] + 0.5 * logs["parent-attention"])
+    total.backward()
+    assert backbone.model.tokens.weight.grad is not None
+
+
+def test_objective_refuses_backbone_without_informed_head():
+    class Plain:
+        name = "plain"
+        capabilities = frozenset({"encoder"})
+
+    with pytest.raises(ObjectiveError, match="structure-attention"):
+        ParentAttention().check(Plain())
+
+
+def test_save_load_round_trip_through_registry(tmp_path):
+    registry = Registry()
+
+    def register(kind):
+        def add(name, target, *, aliases=(), help=""):
+            registry.add(PluginEntry(kind, name, target, tuple(aliases), help, "structure", "structret"))
+        return add
+
+    plugin.register_backbones(register("backbone"))
+    plugin.register_objectives(register("objective"))
+    assert registry.create("objective", "parent-attention").name == "parent-attention"
+
+    backbone = tiny(informed_layers=2, normalize=True)
+    # perturb away from the initialization so a load that silently re-initializes would show
+    with torch.no_grad():
+        for p in backbone.model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    backbone.save_pretrained(tmp_path / "model")
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in (tmp_path / "model").iterdir()}
+
+    loaded = registry.create("backbone", "informed-transformer", model=str(tmp_path / "model"))
+    assert loaded.config == backbone.config and loaded.normalize
+    np.testing.assert_array_equal(loaded.encode(CODE), backbone.encode(CODE))
+    np.testing.assert_array_equal(loaded.encode(QUERIES, kind="query"), backbone.encode(QUERIES, kind="query"))
+    # the gold tree can be switched on for a model trained without it
+    strict = registry.create("backbone", "informed-transformer", model=str(tmp_path / "model"), strict=True)
+    assert strict.config.strict and not loaded.config.strict
+
+
+def test_missing_model_directory_says_what_to_do(tmp_path):
+    from structret.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="initialize"):
+        InformedTransformer(str(tmp_path))
+    with pytest.raises(ModelLoadError, match="texts"):
+        InformedTransformer()
+
+
+def _structure_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "structret_structure.plugin" for ep in entry_points(group="structret"))
+
+
+@pytest.fixture
+def structure_registered(make_plugin):
+    """The plugin visible to ``get_registry()``: through its real entry point once installed,
+    through a stand-in distribution until then (both at once would register names twice)."""
+    if not _structure_installed():
+        make_plugin("structure-standin", "structure_standin",
+                    "from structret_structure.plugin import register_backbones, register_objectives\n")
+
+
+@pytest.mark.parametrize("objective", ["dr", "dr+0.5*parent-attention"])
+def test_trainer_runs_it_end_to_end(tmp_path, structure_registered, objective):
+    """structret.training as it is: passages tokenized by the trainer (dr alone) or by the objective."""
+    import json
+
+    from structret.recipes import Recipe
+    from structret.registry import get_registry
+    from structret.training import train
+    from structret_structure.model import initialize
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"query": q, "positive_passages": [{"text": c}]}) + "\n"
+                            for q, c in zip(QUERIES, CODE)), encoding="utf-8")
+    start = initialize(tmp_path / "init", CODE + QUERIES, **TINY)
+    recipe = Recipe(objective=objective, backbone="informed-transformer", model=str(start),
+                    data=f"tevatron:{data}", output=str(tmp_path / "run"), batch_size=3, max_steps=4, lr=1e-3,
+                    checkpoint_every=0, log_every=2, query_max_len=32, passage_max_len=128)
+    final = train(recipe)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    logged = {"loss/dr", "loss/parent-attention"} if "parent" in objective else {"loss/dr"}
+    assert logged == {k for k in rows[-1] if k.startswith("loss/")}
+    trained = get_registry().create("backbone", "informed-transformer", model=str(final))
+    assert trained.encode(CODE[:2]).shape == (2, TINY["dim"])
+    assert not np.array_equal(trained.encode(CODE[:2]), InformedTransformer(str(start)).encode(CODE[:2]))
