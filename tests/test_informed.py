@@ -262,3 +262,16 @@ def test_trainer_runs_it_end_to_end(tmp_path, structure_registered, objective):
     trained = get_registry().create("backbone", "informed-transformer", model=str(final))
     assert trained.encode(CODE[:2]).shape == (2, TINY["dim"])
     assert not np.array_equal(trained.encode(CODE[:2]), InformedTransformer(str(start)).encode(CODE[:2]))
+
+
+def test_the_linearizer_is_a_choice_and_is_saved(tmp_path):
+    from structret_structure.model import InformedTransformer
+
+    code = ["def add(a, b):\n    return a + b\n", "def neg(x):\n    return -x\n"] * 5
+    raw = InformedTransformer(texts=code, linearizer="raw", vocab_size=300, dim=16, heads=2, layers=1)
+    batch = raw.tokenizer.batch(code[:1], kind="document")
+    assert (batch["parents"] == -1).all()  # raw tokens carry no tree
+    dfs = InformedTransformer(texts=code, vocab_size=300, dim=16, heads=2, layers=1)
+    assert (dfs.tokenizer.batch(code[:1], kind="document")["parents"] >= 0).any()
+    raw.save_pretrained(tmp_path / "raw")
+    assert InformedTransformer(tmp_path / "raw").tokenizer.linearizer_name == "raw"

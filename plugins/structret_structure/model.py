@@ -162,7 +162,8 @@ class InformedTransformer:
     pooling = "mean"
 
     def __init__(self, model: str | os.PathLike | None = None, *, texts: Iterable[str] | str | None = None,
-                 language: str = "python", split_identifiers: bool = True, vocab_size: int = 8000,
+                 language: str = "python", split_identifiers: bool = True, linearizer: str = "dfs-parent",
+                 vocab_size: int = 8000,
                  normalize: bool = False, device: str = "cpu", seed: int = 0, strict: bool | None = None,
                  dim: int = 128, layers: int = 3, heads: int = 8, ffn_mult: int = 4, max_length: int = 512,
                  informed_layers: int = 1, dropout: float = 0.1):
@@ -181,9 +182,10 @@ class InformedTransformer:
                 raise ModelLoadError(f"{directory} holds a {saved.get('model_type')!r} model, not an informed-transformer.")
             config = InformedConfig(**{k: saved[k] for k in _ARCHITECTURE if k in saved})
             language, split_identifiers = saved["language"], saved["split_identifiers"]
+            linearizer = saved.get("linearizer", "dfs-parent")
             normalize = saved.get("normalize", normalize)
             self.tokenizer = StructureTokenizer.load(directory, max_length=config.max_length, language=language,
-                                                     split_identifiers=split_identifiers)
+                                                     split_identifiers=split_identifiers, linearizer=linearizer)
             self.model = InformedEncoder(config)
             from safetensors.torch import load_file
 
@@ -197,9 +199,10 @@ class InformedTransformer:
                 )
             if isinstance(texts, (str, os.PathLike)):
                 texts = Path(texts).read_text(encoding="utf-8").splitlines()
-            bpe = train_bpe(texts, vocab_size=vocab_size, language=language, split_identifiers=split_identifiers)
+            bpe = train_bpe(texts, vocab_size=vocab_size, language=language, split_identifiers=split_identifiers,
+                            linearizer=linearizer)
             self.tokenizer = StructureTokenizer(bpe, max_length=max_length, language=language,
-                                                split_identifiers=split_identifiers)
+                                                split_identifiers=split_identifiers, linearizer=linearizer)
             config = InformedConfig(vocab_size=len(self.tokenizer), pad_token_id=self.tokenizer.pad_token_id,
                                     **architecture)
             torch.manual_seed(seed)
@@ -280,7 +283,8 @@ class InformedTransformer:
         save_file(state, str(directory / WEIGHTS))
         self.tokenizer.save(directory)
         config = {"model_type": MODEL_TYPE, **asdict(self.config), "language": self.language,
-                  "split_identifiers": self.tokenizer.split_identifiers, "pooling": self.pooling,
+                  "split_identifiers": self.tokenizer.split_identifiers,
+                  "linearizer": self.tokenizer.linearizer_name, "pooling": self.pooling,
                   "normalize": self.normalize}
         (directory / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 

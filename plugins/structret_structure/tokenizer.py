@@ -40,19 +40,20 @@ def spread_parents(word_ids: Sequence[int | None], parents: Sequence[int]) -> li
     return spread
 
 
-def _linearizer(language: str, split_identifiers: bool) -> Any:
+def _linearizer(language: str, split_identifiers: bool, name: str = "dfs-parent") -> Any:
     from structret.registry import get_registry
 
-    return get_registry().create("linearizer", "dfs-parent", language=language, split_identifiers=split_identifiers)
+    # any registered linearizer; without parents (raw, dfs) the informed head has nothing to learn
+    return get_registry().create("linearizer", name, language=language, split_identifiers=split_identifiers)
 
 
 def train_bpe(texts: Iterable[str], *, vocab_size: int = 8000, language: str = "python",
-              split_identifiers: bool = True) -> Any:
+              split_identifiers: bool = True, linearizer: str = "dfs-parent") -> Any:
     """A byte-level BPE learned from ``texts``: code is learned in its linearized form (the
     form the encoder reads), anything that does not parse as code as it is."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    linearizer = _linearizer(language, split_identifiers)
+    linearizer = _linearizer(language, split_identifiers, linearizer)
 
     def pieces() -> Iterable[str]:
         for text in texts:
@@ -75,13 +76,15 @@ class StructureTokenizer:
     ``tokenizer.batch(texts, kind=...)`` for code without the mark.
     """
 
-    def __init__(self, bpe: Any, *, max_length: int = 512, language: str = "python", split_identifiers: bool = True):
+    def __init__(self, bpe: Any, *, max_length: int = 512, language: str = "python", split_identifiers: bool = True,
+                 linearizer: str = "dfs-parent"):
         self.bpe = bpe
         self.max_length = max_length
         self.language = language
         self.split_identifiers = split_identifiers
         self.pad_token_id = bpe.token_to_id(PAD)
-        self.linearizer = _linearizer(language, split_identifiers)
+        self.linearizer_name = linearizer
+        self.linearizer = _linearizer(language, split_identifiers, linearizer)
         # passages read as plain text because their code did not parse (reported, never raised)
         self.counts: Counter = Counter()
 
