@@ -82,6 +82,12 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor, parents: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, dim = x.shape
         q, k, v = self.qkv(x).view(batch, length, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        if not self.informed:
+            # nobody reads these probabilities: the fused kernel never materialises them
+            keep = mask[:, None, None, :].bool()
+            mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=keep,
+                                                   dropout_p=self.dropout.p if self.training else 0.0)
+            return self.out(mixed.transpose(1, 2).reshape(batch, length, dim)), None
         scores = q @ k.transpose(-1, -2) / math.sqrt(dim // self.heads)
         scores = scores.masked_fill(~mask[:, None, None, :].bool(), torch.finfo(scores.dtype).min)
         probs = scores.softmax(-1)
@@ -263,16 +269,20 @@ class InformedTransformer:
         """float32 [len(texts), dim]; documents are code in ``language``, queries plain text."""
         was_training = self.model.training
         self.model.eval()
-        rows = []
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # longest first, so each batch pads to texts of about its own length
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         try:
             with torch.no_grad():
                 for start in range(0, len(texts), batch_size):
-                    batch = self.tokenizer.batch(list(texts[start:start + batch_size]), kind=kind)
+                    rows = order[start:start + batch_size]
+                    batch = self.tokenizer.batch([texts[i] for i in rows], kind=kind)
                     batch = {k: v.to(self.device) for k, v in batch.items()}
-                    rows.append(self.embed(batch).float().cpu().numpy())
+                    out[rows] = self.embed(batch).float().cpu().numpy()
         finally:
             self.model.train(was_training)
-        return np.concatenate(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+        return out
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         from safetensors.torch import save_file
