@@ -362,6 +362,41 @@ def negatives(data, split, data_options, backbone, model, batch_size, depth, kee
     click.echo(report.summary())
 
 
+@cli.command("new-model")
+@_apply(_data_options)
+@click.option("--backbone", "-b", default="informed-transformer", show_default=True,
+              help="A backbone that trains from scratch (its factory takes texts).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Backbone option, repeatable (linearizer=dfs, strict=true, vocab_size=8000, layers=3, ...).")
+@click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
+def new_model(data, split, data_options, backbone, options, out):
+    """Create a fresh model whose tokenizer is learned from a dataset's code and queries.
+
+    For backbones trained from scratch (Khan & Jang's informed-transformer); train it
+    next with 'structret train --model OUT'.
+
+    \b
+    Example:
+      structret new-model --data codesearchnet:stdlib.jsonl.gz --split train --option linearizer=dfs --out init-dfs
+      structret train --recipe khan-jang-dfs --model init-dfs --data codesearchnet:stdlib.jsonl.gz --out runs/kj-dfs
+    """
+    import inspect
+
+    from structret.data import parse_options
+
+    entry = get_registry().get("backbone", backbone)
+    if "texts" not in inspect.signature(entry.load()).parameters:
+        raise StructretError(
+            f"backbone '{backbone}' starts from pretrained weights, so there is no fresh model to create; "
+            f"pass it to 'structret train' directly (new-model is for backbones such as informed-transformer)."
+        )
+    dataset = _read(data, split, data_options)
+    texts = [r.text() for r in dataset.corpus.values()] + [q.text for q in dataset.queries.values()]
+    model = get_registry().create("backbone", backbone, texts=texts, **parse_options(options))
+    model.save_pretrained(out)
+    click.echo(f"wrote a fresh {backbone} to {out} (tokenizer learned from {len(texts)} texts)")
+
+
 # --- train ---------------------------------------------------------------------------
 
 

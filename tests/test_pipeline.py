@@ -110,3 +110,15 @@ def test_negatives_are_top_ranked_non_positives(tmp_path, mined, tiny_bert_dir):
         negatives = {p["docid"] for p in line["negative_passages"]}
         assert len(negatives) == 2 and not positives & negatives
         assert all(p["text"].startswith("def ") for p in line["negative_passages"])
+
+
+def test_new_model_writes_a_fresh_model_learned_from_the_data(tmp_path, mined, fresh_registry):
+    model = tmp_path / "init"
+    output = run("new-model", "--data", f"codesearchnet:{mined}", "--option", "linearizer=dfs",
+                 "--option", "vocab_size=300", "--option", "dim=16", "--option", "heads=2", "--out", model)
+    assert "tokenizer learned from 6 texts" in output
+    config = json.loads((model / "config.json").read_text())
+    assert config["linearizer"] == "dfs" and config["dim"] == 16
+    refused = CliRunner().invoke(cli, ["new-model", "--data", f"codesearchnet:{mined}", "--backbone", "minilm",
+                                       "--out", str(tmp_path / "x")])
+    assert refused.exit_code == 1 and "pretrained weights" in refused.output
