@@ -113,12 +113,6 @@ class ReadStats:
         since they are not faults and would crowd real problems out of ``examples``."""
         self.skipped[reason] += n
 
-    def merge(self, other: "ReadStats") -> None:
-        self.used += other.used
-        self.skipped.update(other.skipped)
-        room = self.max_examples - len(self.examples)
-        self.examples.extend(other.examples[: max(room, 0)])
-
     def summary(self) -> str:
         total_skipped = sum(self.skipped.values())
         line = f"{self.source or 'input'}: read {self.read} rows = {self.used} used + {total_skipped} skipped"
