@@ -405,6 +405,8 @@ def new_model(data, split, data_options, backbone, options, out):
 @click.option("--objective", help="Objectives joined by '+', optional weights: sda+mep, sda+0.5*mep.")
 @click.option("--backbone", "-b", help="A registered backbone (default from the recipe, else minilm).")
 @click.option("--model", help="Hub id or local path overriding the backbone's weights.")
+@click.option("--backbone-option", "backbone_options", multiple=True, metavar="KEY=VALUE",
+              help="Backbone factory option, repeatable (e.g. informed_layers=1); recipe field backbone_options.")
 @click.option("--data", "-d", help="FORMAT:PATH of training pairs, or tevatron:PATH.")
 @click.option("--split", help="Split to train on (default: train).")
 @click.option("--out", "-o", "output", help="Run directory: recipe.toml, metrics.jsonl, checkpoints, final/.")
@@ -412,7 +414,7 @@ def new_model(data, split, data_options, backbone, options, out):
               help="Any other recipe field, repeatable: lr=2e-5, batch_size=16, max_steps=200, ...")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
 @click.option("--list-recipes", is_flag=True, help="List the shipped recipes and exit.")
-def train(recipe, objective, backbone, model, data, split, output, settings, resume, list_recipes):
+def train(recipe, objective, backbone, model, backbone_options, data, split, output, settings, resume, list_recipes):
     """Continual pretraining or fine-tuning: any objectives on any backbone.
 
     One process on CPU; DDP when started with torchrun or accelerate launch
@@ -424,6 +426,7 @@ def train(recipe, objective, backbone, model, data, split, output, settings, res
       structret train --objective sda+mep --backbone codet5-base --data codesearchnet:python/final/jsonl --out runs/santa
       structret train --recipe santa-code --data codesearchnet:stdlib.jsonl.gz --set max_steps=200 --out runs/santa
       structret train --out runs/santa --resume
+      structret train --recipe khan-jang-minilm-informed --data codesearchnet:stdlib.jsonl.gz --out runs/informed
       torchrun --nproc_per_node 2 $(which structret) train --recipe santa-code --data ... --out runs/ddp
     """
     from pathlib import Path
@@ -442,6 +445,8 @@ def train(recipe, objective, backbone, model, data, split, output, settings, res
         if not sep:
             raise click.UsageError(f"--set {pair!r} is not FIELD=VALUE (for example --set lr=2e-5)")
         overrides[key.strip().replace("-", "_")] = value.strip()
+    if backbone_options:
+        overrides["backbone_options"] = ",".join(backbone_options)
     if resume and recipe is None and output and (Path(output) / "recipe.toml").exists():
         recipe = str(Path(output) / "recipe.toml")
     final = run_training(resolve_recipe(recipe, overrides), resume=resume)

@@ -44,6 +44,14 @@ def register_backbones(register):
     encodes texts to a float32 ``numpy`` matrix and declares ``capabilities``
     (``encoder``, ``seq2seq``, ``mlm``, ``structure-attention``) so objectives
     can check they fit before training starts.
+
+    To be trained, a backbone also offers ``tokenize(texts, kind=, max_length=)`` (a
+    tensor batch), ``embed(batch, kind=)`` (vectors with gradients; ``kind`` lets a
+    two-tower backbone pick its query encoder), ``train_forward(batch, labels)`` ->
+    ``(vectors, lm_loss)``, ``training_module`` (the ``nn.Module`` owning every trained
+    parameter) and ``save_pretrained(directory)``. With ``structure-attention`` the
+    document batch carries ``parents`` and a document forward leaves the informed
+    head's attention per layer in ``last_attention``.
     """
 
 
@@ -108,12 +116,16 @@ def register_objectives(register):
 
     Factory: ``objective(**options) -> Objective``, called with the recipe fields named
     in its signature (``similarity``, ``temperature``, ``extractor``, ...). The object has
-    ``name``, ``role`` (``"contrastive"`` or ``"corruption"``), ``needs`` (it runs on a
-    backbone with any one of these capabilities) and ``check(backbone)``, which raises
-    ``structret.recipes.ObjectiveError`` with a sentence saying why before training starts.
-    A contrastive objective implements ``loss(queries, passages)`` over gathered vectors
-    (each query's positive first, then its negatives); a corruption objective implements
-    ``corrupt(texts, records, backbone, *, max_length, label_max_length, rngs)`` returning
-    the passage batch with ``labels``, so one forward yields both the passage vector and
-    the LM loss. ``--objective a+0.5*b`` sums the weighted losses; at most one corruption.
+    ``name``, ``role`` (``"contrastive"``, ``"corruption"`` or ``"auxiliary"``), ``needs``
+    (it runs on a backbone with any one of these capabilities) and ``check(backbone)``,
+    which raises ``structret.recipes.ObjectiveError`` with a sentence saying why before
+    training starts. A contrastive objective implements ``loss(queries, passages)`` over
+    gathered vectors (each query's positive first, then its negatives); a corruption
+    objective implements ``corrupt(texts, records, backbone, *, max_length,
+    label_max_length, rngs)`` returning the passage batch with ``labels``, so one forward
+    yields both the passage vector and the LM loss; an auxiliary objective implements
+    ``loss(backbone, passage_batch) -> (mean, count)`` from what that same passage forward
+    left on the backbone (``parent-attention`` reads ``backbone.last_attention``).
+    ``--objective a+0.5*b`` sums the weighted losses; at most one contrastive and one
+    corruption objective per run.
     """

@@ -45,6 +45,7 @@ class Recipe:
     objective: str = "sda"            # "sda+mep", weights as "sda+0.5*mep"
     backbone: str = "minilm"          # a registered backbone
     model: str | None = None          # hub id or local path overriding the backbone's weights
+    backbone_options: str = ""        # factory options, "informed_layers=1,strict=false" (--backbone-option)
     data: str = ""                    # FORMAT:PATH (a registered reader) or tevatron:PATH
     split: str | None = "train"
     output: str = ""                  # the run directory
@@ -72,6 +73,16 @@ class Recipe:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def parse_backbone_options(text: str) -> dict[str, Any]:
+    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}``."""
+    from structret.data import parse_options
+
+    try:
+        return parse_options([part for part in text.split(",") if part.strip()])
+    except StructretError as exc:
+        raise RecipeError(f"backbone_options={text!r}: {exc}; write KEY=VALUE pairs joined by commas") from None
 
 
 def recipe_fields() -> list[str]:
@@ -205,6 +216,7 @@ def _validate(recipe: Recipe) -> None:
         raise RecipeError(f"warmup is a fraction of the steps in [0, 1), got {recipe.warmup}")
     if not 0 < recipe.noise_density < 1:
         raise RecipeError(f"noise_density is a fraction in (0, 1), got {recipe.noise_density}")
+    parse_backbone_options(recipe.backbone_options)
     for key, choices in (("similarity", SIMILARITIES), ("dtype", DTYPES)):
         if getattr(recipe, key) not in choices:
             raise RecipeError(f"{key}={getattr(recipe, key)!r} is not supported; choose one of {', '.join(choices)}")

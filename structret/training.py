@@ -13,7 +13,8 @@ encoded once) -> the loop (optimizer, schedule, logs, checkpoints).
   the number of processes to get back the gradient of the global loss (as Tevatron does).
 - **One forward per passage.** With a corruption objective (MEP, span masking) the
   passage batch is the corrupted passage plus labels; ``backbone.train_forward`` returns
-  its vector and its LM loss from a single forward (SANTA's combined step).
+  its vector and its LM loss from a single forward (SANTA's combined step). Auxiliary
+  objectives (parent-attention) read what that same forward left behind.
 - **Exact resume.** A checkpoint holds the model (a plain Hugging Face checkpoint), the
   optimizer and schedule, every process's RNG states and the step; resuming gives the
   same weights as a run that never stopped (on CPU, same number of processes).
@@ -42,7 +43,14 @@ from tqdm.auto import tqdm
 
 from structret.artifacts import atomic_dir, write_meta
 from structret.errors import DataError, StructretError
-from structret.recipes import ObjectiveError, Recipe, parse_objectives, read_recipe, write_recipe
+from structret.recipes import (
+    ObjectiveError,
+    Recipe,
+    parse_backbone_options,
+    parse_objectives,
+    read_recipe,
+    write_recipe,
+)
 from structret.records import ItemRecord, ReadStats
 from structret.registry import get_registry
 
@@ -173,6 +181,10 @@ def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
         factory = registry.get("objective", name).load()
         accepted = inspect.signature(factory).parameters
         built.append((registry.create("objective", name, **{k: v for k, v in values.items() if k in accepted}), weight))
+    for objective, _ in built:
+        if objective.role not in ROLES:
+            raise ObjectiveError(f"objective '{objective.name}' has role {objective.role!r}; the trainer knows "
+                                 f"{', '.join(ROLES)} (see structret.hookspecs.register_objectives).")
     for role in ("contrastive", "corruption"):
         same = [o.name for o, _ in built if o.role == role]
         if len(same) > 1:
@@ -183,6 +195,9 @@ def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
     return built
 
 
+ROLES = ("contrastive", "corruption", "auxiliary")
+
+
 def _role(objectives: Sequence[tuple[Any, float]], role: str) -> tuple[Any, float] | None:
     return next(((o, w) for o, w in objectives if o.role == role), None)
 
@@ -191,10 +206,8 @@ def _role(objectives: Sequence[tuple[Any, float]], role: str) -> tuple[Any, floa
 
 
 def _tokenize(backbone: Any, texts: list[str], kind: str, max_length: int) -> dict[str, torch.Tensor]:
-    prefix = backbone.tokenize.prefixes[kind]
-    encoded = backbone.tokenizer([prefix + t for t in texts], truncation=True, max_length=max_length,
-                                 padding=True, return_tensors="pt")
-    return dict(encoded)
+    # the backbone's own tokenization (prefixes, linearization, parents), as encode() uses it
+    return dict(backbone.tokenize(texts, kind=kind, max_length=max_length))
 
 
 class Batches:
@@ -301,6 +314,14 @@ class TrainStep(nn.Module):
         self.net = backbone.training_module  # registers every trainable parameter
         self.contrastive = _role(objectives, "contrastive")
         self.corruption = _role(objectives, "corruption")
+        self.auxiliary = [(o, w) for o, w in objectives if o.role == "auxiliary"]
+
+    @staticmethod
+    def _token_mean(loss: torch.Tensor, count: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """This process's part of a mean over the global batch: its mean times its share of
+        the counted tokens (rows), so every process adds up to the same global mean."""
+        share = count / all_sum(count).clamp(min=1)
+        return loss * share if count > 0 else anchor.sum() * 0.0  # a mean of nothing is nan
 
     def forward(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         _, world = _world()
@@ -310,20 +331,21 @@ class TrainStep(nn.Module):
         logs: dict[str, torch.Tensor] = {}
         if self.contrastive is not None:
             objective, weight = self.contrastive
-            queries = self.backbone.embed(batch["query"])
+            queries = self.backbone.embed(batch["query"], kind="query")
             loss = objective.loss(gather(queries), gather(passages))
             logs[objective.name] = loss.detach()
             total = total + weight * world * loss  # DDP averages gradients over processes
         if self.corruption is not None:
             objective, weight = self.corruption
-            # The LM loss as one token mean over the global batch, whatever each process
-            # holds: this process's mean times its share of the labelled tokens.
-            count = (labels != -100).sum()
-            share = count / all_sum(count).clamp(min=1)
-            local = lm_loss * share if count > 0 else passages.sum() * 0.0  # HF's mean of no tokens is nan
+            local = self._token_mean(lm_loss, (labels != -100).sum(), passages)
             logs[objective.name] = all_sum(local.detach())
             total = total + weight * world * local
-        logs["loss"] = sum(w * logs[o.name] for o, w in filter(None, (self.contrastive, self.corruption)))
+        for objective, weight in self.auxiliary:
+            local = self._token_mean(*objective.loss(self.backbone, batch["passage"]), passages)
+            logs[objective.name] = all_sum(local.detach())
+            total = total + weight * world * local
+        used = [self.contrastive, self.corruption, *self.auxiliary]
+        logs["loss"] = sum(w * logs[o.name] for o, w in filter(None, used))
         return total, logs
 
 
@@ -454,7 +476,8 @@ def _to(batch: Any, device: torch.device) -> Any:
 
 def create_backbone(recipe: Recipe, weights: str | Path | None = None) -> Any:
     model = str(weights) if weights is not None else recipe.model
-    return get_registry().create("backbone", recipe.backbone, **({"model": model} if model else {}))
+    options = parse_backbone_options(recipe.backbone_options)
+    return get_registry().create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
 
 
 def make_accelerator(recipe: Recipe) -> Any:

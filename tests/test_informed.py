@@ -12,14 +12,14 @@ import torch
 # the lead adds the entry point; until then the package is imported from the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
-from _tiny_models import one_torch_thread  # noqa: E402,F401  (autouse: one torch thread here)
+from _tiny_models import one_torch_thread, tiny_bert_dir  # noqa: E402,F401  (autouse: one torch thread here)
 
 from structret.recipes import ObjectiveError  # noqa: E402
 from structret.registry import PluginEntry, Registry  # noqa: E402
 from structret_structure import plugin  # noqa: E402
-from structret_structure.model import InformedTransformer, gold_attention  # noqa: E402
+from structret.informed import NO_PARENT, gold_attention, spread_parents  # noqa: E402
+from structret_structure.model import InformedTransformer  # noqa: E402
 from structret_structure.objective import ParentAttention  # noqa: E402
-from structret_structure.tokenizer import CODE_MARK, NO_PARENT, spread_parents  # noqa: E402
 
 CODE = [
     "def add(a, b):\n    return a + b",
@@ -78,10 +78,13 @@ def test_subtokens_inherit_parent_first_subtoken():
     for position, word in enumerate(words):
         parent_word = sequence.parents[word]
         assert parents[position] == (first[parent_word] if parent_word >= 0 else NO_PARENT)
-    # the trainer's route (prefix mark) gives the same rows; queries carry no parents
-    marked = tokenizer([CODE_MARK + CODE[1], QUERIES[0]], truncation=True, max_length=128, padding=True, return_tensors="pt")
-    assert marked["parents"][0, : len(parents)].tolist() == parents
-    assert (marked["parents"][1] == NO_PARENT).all()
+    # the trainer's route (backbone.tokenize) gives the same rows; queries carry no parents
+    documents = backbone.tokenize([CODE[1]], kind="document", max_length=128)
+    assert documents["parents"][0, : len(parents)].tolist() == parents
+    assert (backbone.tokenize([QUERIES[0]], kind="query", max_length=128)["parents"] == NO_PARENT).all()
+    # max_length cuts, and a parent cut off with it is no target
+    short = backbone.tokenize([CODE[1]], kind="document", max_length=5)["parents"]
+    assert short.shape[1] == 5 and (short < 5).all()
 
 
 def test_encode_shape_dtype_and_queries():
@@ -103,7 +106,8 @@ def test_strict_attention_is_the_gold_tree():
     backbone = tiny(strict=True)
     batch = backbone.tokenizer.batch(CODE + QUERIES[:1])
     batch["parents"][-1, :] = NO_PARENT  # the query row: no parents, attends to itself
-    _, informed = backbone.forward(batch)
+    backbone.embed(batch)
+    informed = backbone.last_attention
     assert len(informed) == 1
     parents = batch["parents"]
     expected = gold_attention(parents)
@@ -127,13 +131,16 @@ def test_parent_attention_supervises_head_zero_only():
     before, other_before = parent_mass(backbone, 0), parent_mass(backbone, 1)
     assert before < 0.2
 
-    batch = objective.corrupt(CODE, [None] * len(CODE), backbone, max_length=128, label_max_length=0, rngs=[])
-    labels = batch.pop("labels")
-    assert ((labels == -100) == (batch["parents"] < 0)).all()
+    batch = backbone.tokenize(CODE, kind="document", max_length=128)
+
+    def loss_of():
+        backbone.embed(batch)
+        loss, rows = objective.loss(backbone, batch)
+        assert rows == (batch["parents"] >= 0).sum()
+        return loss
 
     # the loss reaches only head 0's query/key projections in the informed layer
-    _, loss = backbone.train_forward(batch, labels)
-    loss.backward()
+    loss_of().backward()
     attention = backbone.model.layers[0].attention
     width = backbone.dim // attention.heads
     grad = attention.qkv.weight.grad
@@ -146,8 +153,7 @@ def test_parent_attention_supervises_head_zero_only():
     backbone.model.train()
     for _ in range(300):
         optimizer.zero_grad()
-        _, loss = backbone.train_forward(batch, labels)
-        loss.backward()
+        loss_of().backward()
         optimizer.step()
     after = parent_mass(backbone, 0)
     assert after > 0.8, (before, after)
@@ -155,23 +161,23 @@ def test_parent_attention_supervises_head_zero_only():
     assert parent_mass(backbone, 1) < 0.5, other_before
 
 
-def test_trains_inside_trainstep_unchanged():
+def test_trains_inside_trainstep_as_an_auxiliary_loss():
+    from structret.informed import parent_attention_loss
     from structret.training import TrainStep
     from structret_objectives.contrastive import dr
 
-    backbone = tiny()
+    backbone = tiny(dropout=0.0)
     objective = ParentAttention()
     step = TrainStep(backbone, [(dr(), 1.0), (objective, 0.5)])
-    passage = objective.corrupt(CODE, [None] * len(CODE), backbone, max_length=128, label_max_length=0, rngs=[])
-    batch = {
-        "query": backbone.tokenizer([backbone.tokenize.prefixes["query"] + q for q in QUERIES], truncation=True,
-                                    max_length=32, padding=True, return_tensors="pt"),
-        "labels": passage.pop("labels"),
-        "passage": passage,
-    }
+    batch = {"query": backbone.tokenize(QUERIES, kind="query", max_length=32),
+             "passage": backbone.tokenize(CODE, kind="document", max_length=128)}
     total, logs = step(batch)
     assert set(logs) == {"dr", "parent-attention", "loss"}
     assert torch.isclose(logs["loss"], logs["dr"] + 0.5 * logs["parent-attention"])
+    # the auxiliary loss is the one of the passage forward the contrastive loss used
+    backbone.embed(batch["passage"])
+    alone, _ = parent_attention_loss(backbone.last_attention, batch["passage"]["parents"])
+    assert torch.isclose(logs["parent-attention"], alone)
     total.backward()
     assert backbone.model.tokens.weight.grad is not None
 
@@ -275,3 +281,156 @@ def test_the_linearizer_is_a_choice_and_is_saved(tmp_path):
     assert (dfs.tokenizer.batch(code[:1], kind="document")["parents"] >= 0).any()
     raw.save_pretrained(tmp_path / "raw")
     assert InformedTransformer(tmp_path / "raw").tokenizer.linearizer_name == "raw"
+
+
+# --- two encoders: the paper's query encoder and code encoder -----------------------------
+
+
+def test_separate_query_encoder_trains_jointly_and_round_trips(tmp_path):
+    from structret.errors import ModelLoadError
+    from structret.training import TrainStep
+    from structret_objectives.contrastive import dr
+
+    backbone = tiny(query_encoder="separate")
+    shared = tiny()
+    assert backbone.query_encoder == "separate" and shared.query_encoder == "shared"
+    # queries and documents go through different weights
+    assert backbone.query_model is not None and backbone.query_model is not backbone.model
+    assert not backbone.query_model.layers[0].attention.informed  # queries have no tree
+    step = TrainStep(backbone, [(dr(), 1.0)])
+    trained = {id(p) for p in step.parameters()}
+    assert {id(p) for p in backbone.query_model.parameters()} <= trained  # the optimizer sees both towers
+    total, _ = step({"query": backbone.tokenize(QUERIES, kind="query", max_length=32),
+                     "passage": backbone.tokenize(CODE, kind="document", max_length=128)})
+    total.backward()
+    assert backbone.query_model.tokens.weight.grad.abs().sum() > 0
+    assert backbone.model.tokens.weight.grad.abs().sum() > 0
+
+    backbone.save_pretrained(tmp_path / "two")
+    loaded = InformedTransformer(tmp_path / "two")
+    assert loaded.query_encoder == "separate"
+    np.testing.assert_array_equal(loaded.encode(QUERIES, kind="query"), backbone.encode(QUERIES, kind="query"))
+    np.testing.assert_array_equal(loaded.encode(CODE), backbone.encode(CODE))
+    with pytest.raises(ModelLoadError, match="query_encoder"):
+        InformedTransformer(tmp_path / "two", query_encoder="shared")
+    (tmp_path / "two" / "query_model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match="incomplete"):
+        InformedTransformer(tmp_path / "two")
+
+
+# --- the informed head on a Hugging Face encoder ------------------------------------------
+
+
+def hf(model_dir, **options):
+    from structret_backbones.hf import HFEncoder
+
+    return HFEncoder(str(model_dir), pooling="mean", **options)
+
+
+def test_hf_informed_layers_add_the_capability_and_parents(tiny_bert_dir):
+    plain, informed = hf(tiny_bert_dir), hf(tiny_bert_dir, informed_layers=1)
+    assert "structure-attention" not in plain.capabilities
+    assert "structure-attention" in informed.capabilities
+    batch = informed.tokenize(CODE[:2], kind="document", max_length=64)
+    parents = batch["parents"]
+    assert parents.shape == batch["input_ids"].shape
+    assert (parents[:, 0] == NO_PARENT).all()  # [CLS] has no parent
+    assert (parents >= 0).sum() > 5 and (parents < batch["input_ids"].shape[1]).all()
+    # each parent is an earlier position (pre-order) of a real token of the same row
+    rows, cols = torch.nonzero(parents >= 0, as_tuple=True)
+    assert (parents[rows, cols] < cols).all() and batch["attention_mask"][rows, parents[rows, cols]].all()
+    assert "parents" not in informed.tokenize(QUERIES[:2], kind="query")  # queries have no tree
+    # the informed head changes nothing of the forward itself: same vectors as plain attention
+    plain_batch = dict(batch)
+    plain_batch.pop("parents")
+    with torch.no_grad():
+        plain.model.eval(), informed.model.eval()
+        torch.testing.assert_close(informed.embed(batch), plain.embed(plain_batch), atol=1e-5, rtol=1e-5)
+    assert len(informed.last_attention) == 1
+    assert torch.allclose(informed.last_attention[0].sum(-1), torch.ones(()))
+
+
+def test_hf_strict_head_is_the_gold_tree_and_options_are_saved(tiny_bert_dir, tmp_path):
+    from structret_backbones.hf import HFEncoder
+
+    strict = hf(tiny_bert_dir, informed_layers=2, strict=True)
+    batch = strict.tokenize(CODE[:3], kind="document", max_length=64)
+    with torch.no_grad():
+        strict.embed(batch)
+    assert len(strict.last_attention) == 2
+    for attention in strict.last_attention:
+        assert torch.equal(attention, gold_attention(batch["parents"]))
+    with pytest.raises(ObjectiveError, match="strict"):
+        ParentAttention().check(strict)
+    strict.save_pretrained(tmp_path / "strict")
+    loaded = HFEncoder(str(tmp_path / "strict"), pooling="mean")
+    assert loaded.informed_layers == 2 and loaded.strict
+    np.testing.assert_allclose(loaded.encode(CODE), strict.encode(CODE), atol=1e-6)
+    # and without strict the saved model's informed head attends freely: other vectors
+    free = HFEncoder(str(tmp_path / "strict"), pooling="mean", strict=False)
+    assert not np.allclose(free.encode(CODE), strict.encode(CODE), atol=1e-4)
+
+
+def test_hf_parent_attention_supervises_head_zero_only(tiny_bert_dir):
+    torch.manual_seed(0)
+    backbone = hf(tiny_bert_dir, informed_layers=1)
+    objective = ParentAttention()
+    objective.check(backbone)
+    model = backbone.model
+    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = 0.0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    batch = backbone.tokenize(CODE, kind="document", max_length=64)
+
+    def loss_of():
+        backbone.embed(batch)
+        return objective.loss(backbone, batch)[0]
+
+    model.train()
+    loss_of().backward()
+    attention = model.encoder.layer[0].attention.self
+    width = model.config.hidden_size // model.config.num_attention_heads
+    q, k = attention.query.weight.grad, attention.key.weight.grad
+    assert q[:width].abs().sum() > 0 and k[:width].abs().sum() > 0
+    assert q[width:].abs().sum() == 0 and k[width:].abs().sum() == 0  # head 1 is free
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in model.encoder.layer[1].parameters())
+
+    first = float(loss_of())
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        optimizer.zero_grad()
+        loss_of().backward()
+        optimizer.step()
+    assert float(loss_of()) < 0.3 * first, first
+
+
+@pytest.fixture
+def structure_and_backbones_registered(make_plugin):
+    if not _structure_installed():
+        make_plugin("structure-standin", "structure_standin",
+                    "from structret_structure.plugin import register_backbones, register_objectives\n")
+
+
+def test_trainer_runs_an_informed_hf_encoder(tmp_path, tiny_bert_dir, structure_and_backbones_registered):
+    import json
+
+    from structret.recipes import Recipe, resolve_recipe
+    from structret.registry import get_registry
+    from structret.training import train
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"query": q, "positive_passages": [{"text": c}]}) + "\n"
+                            for q, c in zip(QUERIES, CODE)), encoding="utf-8")
+    recipe = Recipe(objective="dr+0.5*parent-attention", backbone="hf-encoder", model=str(tiny_bert_dir),
+                    backbone_options="informed_layers=1,pooling=mean", data=f"tevatron:{data}",
+                    output=str(tmp_path / "run"), batch_size=3, max_steps=4, lr=1e-3, checkpoint_every=2,
+                    log_every=2, query_max_len=32, passage_max_len=64)
+    final = train(recipe)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert {"loss/dr", "loss/parent-attention"} <= set(rows[-1])
+    assert json.loads((tmp_path / "run" / "counts.json").read_text())["parent-attention"]["passages"] == 4 * 3
+    trained = get_registry().create("backbone", "hf-encoder", model=str(final))
+    assert trained.informed_layers == 1 and "structure-attention" in trained.capabilities
+    # the resolved recipe keeps the options, so the run can be resumed or rerun as it was
+    assert resolve_recipe(str(tmp_path / "run" / "recipe.toml")).backbone_options == "informed_layers=1,pooling=mean"

@@ -203,20 +203,22 @@ class PrefixedTokenizer:
         self.max_length = max_length
         self.prefixes = {"query": query_prefix, "document": document_prefix}
 
-    def ids(self, texts: Sequence[str], *, kind: str = "document") -> dict[str, list[list[int]]]:
-        """Token ids (and masks) per text, truncated, not padded."""
+    def ids(self, texts: Sequence[str], *, kind: str = "document",
+            max_length: int | None = None) -> dict[str, list[list[int]]]:
+        """Token ids (and masks) per text, truncated (at ``max_length`` when given), not padded."""
         if kind not in self.prefixes:
             raise BackboneOptionError(f"kind={kind!r} is not supported; use 'query' or 'document'.")
         prefix = self.prefixes[kind]
-        encoded = self.tokenizer([prefix + text for text in texts], truncation=True, max_length=self.max_length)
+        encoded = self.tokenizer([prefix + text for text in texts], truncation=True,
+                                 max_length=max_length or self.max_length)
         return dict(encoded)
 
     def pad(self, features: dict[str, list[list[int]]]) -> Any:
         # multiples of 8 suit GPU kernels and cost CPU almost nothing
         return self.tokenizer.pad(features, padding=True, pad_to_multiple_of=8, return_tensors="pt")
 
-    def __call__(self, texts: Sequence[str], *, kind: str = "document") -> Any:
-        return self.pad(self.ids(texts, kind=kind))
+    def __call__(self, texts: Sequence[str], *, kind: str = "document", max_length: int | None = None) -> Any:
+        return self.pad(self.ids(texts, kind=kind, max_length=max_length))
 
 
 def autocast(dtype: str | None, device: torch.device) -> contextlib.AbstractContextManager:
@@ -231,7 +233,7 @@ def encode_texts(
     *,
     tokenizer: PrefixedTokenizer,
     kind: str,
-    embed: Callable[[Any], torch.Tensor],
+    embed: Callable[..., torch.Tensor],
     dim: int,
     batch_size: int,
     device: torch.device,
@@ -268,7 +270,7 @@ def encode_texts(
             for first in range(0, len(rows), batch_size):
                 batch = by_tokens[first : first + batch_size]
                 padded = tokenizer.pad({key: [values[j] for j in batch] for key, values in features.items()})
-                out[[rows[j] for j in batch]] = embed(padded.to(device)).float().cpu().numpy()
+                out[[rows[j] for j in batch]] = embed(padded.to(device), kind=kind).float().cpu().numpy()
                 bar.update(len(batch))
     return out
 
@@ -301,7 +303,7 @@ class TransformerBackbone:
     # weights; made by ``enable_lm`` for corruption objectives (MEP, span masking)
     lm_model: Any = None
 
-    def embed(self, batch: Any) -> torch.Tensor:
+    def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         raise NotImplementedError
 
     def _finish(self, vectors: torch.Tensor) -> torch.Tensor:

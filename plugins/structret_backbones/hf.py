@@ -21,6 +21,10 @@ from structret_backbones._loading import (
 )
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+# the informed-head options, kept in the model's config.json under this key
+INFORMED_CONFIG = "structret_informed"
+INFORMED_DEFAULTS = {"informed_layers": 0, "strict": False, "linearizer": "dfs-parent", "language": "python",
+                     "split_identifiers": True}
 BERT_BASE_ID = "google-bert/bert-base-uncased"
 
 # what a BERT-like forward may be given; tokenizers can return more (offsets, lengths)
@@ -47,6 +51,12 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     ``pooling="cls"`` takes the first token's last hidden state, ``"mean"`` averages the
     non-padding tokens. The torch ``model`` and ``tokenizer`` are public so objectives can
     train them; ``tokenize`` and ``embed`` are the differentiable path ``encode`` uses.
+
+    ``informed_layers=P`` (> 0) gives head 0 of the first P layers Khan & Jang's informed
+    role (capability ``structure-attention``): documents are linearized with
+    ``linearizer`` (code in ``language``) and that head is trained by ``parent-attention``
+    to attend to each token's AST parent, or with ``strict`` is given the gold parents.
+    These options are saved in the checkpoint's config and are its defaults when loaded.
     """
 
     plugin_name = "hf-encoder"
@@ -63,6 +73,11 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         device: str = "cpu",
         dtype: str | None = None,
         trust_remote_code: bool = False,
+        informed_layers: int | None = None,
+        strict: bool | None = None,
+        linearizer: str | None = None,
+        language: str | None = None,
+        split_identifiers: bool | None = None,
     ):
         check_choice("pooling", pooling, ("cls", "mean"))
         super().__init__(
@@ -73,15 +88,75 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         self.dim: int = self.model.config.hidden_size
         # "mlm": transformers has a masked-LM head for this architecture, so objectives such
         # as masked entity prediction can load one (trained or fresh) on top of these weights
-        self.capabilities = frozenset({"encoder", "mlm"} if _has_mlm_head(self.model.config) else {"encoder"})
+        capabilities = {"encoder", "mlm"} if _has_mlm_head(self.model.config) else {"encoder"}
         self.pooling = pooling
         accepted = inspect.signature(self.model.forward).parameters
         self._inputs = [name for name in _MODEL_INPUTS if name in accepted]
+        saved = dict(getattr(self.model.config, INFORMED_CONFIG, None) or {})
+        given = {"informed_layers": informed_layers, "strict": strict, "linearizer": linearizer,
+                 "language": language, "split_identifiers": split_identifiers}
+        self.informed = {**INFORMED_DEFAULTS, **saved, **{k: v for k, v in given.items() if v is not None}}
+        layers = self.model.config.num_hidden_layers
+        if not 0 <= self.informed["informed_layers"] <= layers:
+            raise ModelLoadError(f"informed_layers={self.informed['informed_layers']} must lie in 0..{layers} "
+                                 f"(the layers of {self.name}).")
+        # head 0's attention per informed layer in the last document forward (parent-attention reads it)
+        self.last_attention: list[torch.Tensor] = []
+        if self.informed_layers:
+            from structret.registry import get_registry
+            from structret_backbones.informed import InformedTokenizer, install
 
-    def embed(self, batch: Any) -> torch.Tensor:
-        """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
+            install(self.model)
+            linearize = get_registry().create("linearizer", self.informed["linearizer"],
+                                              language=self.informed["language"],
+                                              split_identifiers=self.informed["split_identifiers"])
+            self.tokenize = InformedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix,
+                                              linearizer=linearize, language=self.informed["language"])
+            setattr(self.model.config, INFORMED_CONFIG, self.informed)  # saved with the checkpoint
+            capabilities.add("structure-attention")
+        self.capabilities = frozenset(capabilities)
+
+    @property
+    def informed_layers(self) -> int:
+        return self.informed["informed_layers"]
+
+    @property
+    def strict(self) -> bool:
+        return bool(self.informed_layers and self.informed["strict"])
+
+    def _forward_inputs(self, batch: Any, kind: str) -> tuple[dict[str, Any], Any]:
         inputs = {name: batch[name] for name in self._inputs if name in batch}
+        if not self.informed_layers:
+            return inputs, None
+        from structret_backbones.informed import InformedCall
+
+        call = InformedCall(self.informed_layers, self.strict, batch.get("parents"))
+        inputs["informed"] = call
+        return inputs, call
+
+    def _informed_done(self, call: Any, kind: str) -> None:
+        if call is None:
+            return
+        if not call.attentions:
+            raise ModelLoadError(
+                f"{self.name}: its attention never reached structret's informed head, so this architecture "
+                f"does not dispatch attention through transformers' AttentionInterface; use informed_layers=0."
+            )
+        if kind == "document":
+            self.last_attention = call.attentions
+
+    def enable_lm(self) -> None:
+        super().enable_lm()
+        if self.informed_layers:  # loading the head model set the shared config's attention back
+            from structret_backbones.informed import install
+
+            install(self.model)
+
+    def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
+        """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
+        inputs, call = self._forward_inputs(batch, kind)
         hidden = self.model(**inputs).last_hidden_state
+        self._informed_done(call, kind)
         vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
         return self._finish(vectors)
 
@@ -102,7 +177,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         setattr(lm, prefix, self.model)  # the head now reads the encoder that embeds queries
 
     def _lm_forward(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs = {name: batch[name] for name in self._inputs if name in batch}
+        inputs, call = self._forward_inputs(batch, "document")
         head = self._mlm_head()
         if head is None:
             out = self.lm_model(**inputs, labels=labels, output_hidden_states=True)
@@ -114,6 +189,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             picked = labels != -100
             logits = head(hidden[picked])
             loss = torch.nn.functional.cross_entropy(logits.float(), labels[picked])
+        self._informed_done(call, "document")
         vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
         return self._finish(vectors), loss
 
@@ -157,7 +233,8 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             (directory / name).write_text(json.dumps(content, indent=2), encoding="utf-8")
 
     def __repr__(self) -> str:
-        return f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, dim={self.dim})"
+        informed = f", informed_layers={self.informed_layers}, strict={self.strict}" if self.informed_layers else ""
+        return f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, dim={self.dim}{informed})"
 
 
 def minilm(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:

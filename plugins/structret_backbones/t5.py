@@ -65,7 +65,7 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
         self.capabilities = frozenset({"encoder", "seq2seq"})
         self.decoder_start_token_id: int = _start_token(self.model.config)
 
-    def embed(self, batch: Any) -> torch.Tensor:
+    def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         """Decoder state at position 0 [batch, dim] for a tokenized batch; keeps gradients."""
         input_ids = batch["input_ids"]
         start = torch.full((input_ids.shape[0], 1), self.decoder_start_token_id, dtype=torch.long, device=input_ids.device)

@@ -24,10 +24,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from structret.errors import ModelLoadError
-from structret_structure.tokenizer import NO_PARENT, StructureTokenizer, Tokenize, train_bpe
+from structret.informed import NO_PARENT, gold_attention
+from structret_structure.tokenizer import StructureTokenizer, Tokenize, train_bpe
 
 MODEL_TYPE = "structret-informed-transformer"
 WEIGHTS = "model.safetensors"
+QUERY_WEIGHTS = "query_model.safetensors"  # the query tower, when it is a separate encoder
+QUERY_ENCODERS = ("shared", "separate")
 
 
 @dataclass
@@ -48,27 +51,6 @@ class InformedConfig:
             raise ValueError(f"dim={self.dim} must divide into heads={self.heads}")
         if not 0 <= self.informed_layers <= self.layers:
             raise ValueError(f"informed_layers={self.informed_layers} must lie in 0..layers={self.layers}")
-
-
-def gold_attention(parents: torch.Tensor) -> torch.Tensor:
-    """One-hot rows [batch, len, len]: each token's parent, itself when it has none."""
-    length = parents.shape[1]
-    own = torch.arange(length, device=parents.device).expand_as(parents)
-    return F.one_hot(torch.where(parents >= 0, parents, own), length).to(torch.float32)
-
-
-def parent_attention_loss(attentions: Sequence[torch.Tensor], parents: torch.Tensor) -> torch.Tensor:
-    """Mean over informed layers of the cross-entropy of attention rows against gold parents;
-    rows without a parent (and padding, which has none) are left out."""
-    picked = parents >= 0
-    if not picked.any():
-        return attentions[0].sum() * 0.0  # keeps the graph; a mean over nothing would be nan
-    target = parents.clamp(min=0).unsqueeze(-1)
-    losses = []
-    for attention in attentions:
-        on_parent = attention.float().gather(-1, target).squeeze(-1)
-        losses.append(-torch.log(on_parent.clamp(min=1e-9))[picked].mean())
-    return torch.stack(losses).mean()
 
 
 class SelfAttention(nn.Module):
@@ -151,6 +133,12 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden.float() * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
 
 
+def _query_config(config: InformedConfig) -> InformedConfig:
+    from dataclasses import replace
+
+    return replace(config, informed_layers=0, strict=False)
+
+
 # what a saved directory fixes; device and strict a caller may choose again
 _ARCHITECTURE = tuple(f.name for f in fields(InformedConfig))
 
@@ -162,6 +150,11 @@ class InformedTransformer:
     ``model`` is a directory written by ``save_pretrained`` or ``initialize``; without one,
     pass ``texts`` (strings, or a file with one text per line) to learn the BPE from and
     start with random weights.
+
+    ``query_encoder="separate"`` gives queries their own encoder of the same shape (no
+    informed head: queries have no tree), trained jointly, as the paper's two encoders;
+    ``"shared"`` encodes both with one. It is part of the architecture: fixed when a model
+    is created, kept by a saved one.
     """
 
     plugin_name = "informed-transformer"
@@ -172,7 +165,9 @@ class InformedTransformer:
                  vocab_size: int = 8000,
                  normalize: bool = False, device: str = "cpu", seed: int = 0, strict: bool | None = None,
                  dim: int = 128, layers: int = 3, heads: int = 8, ffn_mult: int = 4, max_length: int = 512,
-                 informed_layers: int = 1, dropout: float = 0.1):
+                 informed_layers: int = 1, dropout: float = 0.1, query_encoder: str | None = None):
+        if query_encoder is not None and query_encoder not in QUERY_ENCODERS:
+            raise ValueError(f"query_encoder={query_encoder!r}: choose one of {', '.join(QUERY_ENCODERS)}")
         # architecture options shape a fresh model only; a saved one keeps its own
         architecture = {"dim": dim, "layers": layers, "heads": heads, "ffn_mult": ffn_mult,
                         "max_length": max_length, "informed_layers": informed_layers, "dropout": dropout}
@@ -196,6 +191,20 @@ class InformedTransformer:
             from safetensors.torch import load_file
 
             self.model.load_state_dict(load_file(str(directory / WEIGHTS)))
+            saved_towers = saved.get("query_encoder", "shared")
+            if query_encoder is not None and query_encoder != saved_towers:
+                raise ModelLoadError(
+                    f"{directory} was created with query_encoder={saved_towers!r}; it cannot be loaded as "
+                    f"{query_encoder!r}. Create a new model with that option (structret new-model --option "
+                    f"query_encoder={query_encoder})."
+                )
+            self.query_model = None
+            if saved_towers == "separate":
+                if not (directory / QUERY_WEIGHTS).is_file():
+                    raise ModelLoadError(f"{directory} has query_encoder='separate' but no {QUERY_WEIGHTS}; "
+                                         f"the directory is incomplete. Save the model again.")
+                self.query_model = InformedEncoder(_query_config(config))
+                self.query_model.load_state_dict(load_file(str(directory / QUERY_WEIGHTS)))
             self.name = str(directory.resolve())
         else:
             if texts is None:
@@ -213,6 +222,7 @@ class InformedTransformer:
                                     **architecture)
             torch.manual_seed(seed)
             self.model = InformedEncoder(config)
+            self.query_model = InformedEncoder(_query_config(config)) if query_encoder == "separate" else None
             self.name = self.plugin_name
         if strict is not None:  # the gold tree may be switched on or off for a trained head
             config.strict = strict
@@ -225,50 +235,55 @@ class InformedTransformer:
         self.capabilities = frozenset({"encoder", "structure-attention"})
         self.tokenize = Tokenize(self.tokenizer)
         self.device = device
-        self.model.to(device)
-        self.lm_model = None
-        # head 0's attention and the gold parents of the last forward, for inspection
+        # one module owning every trainable parameter, made once: the optimizer holds its parameters
+        self._trained = (self.model if self.query_model is None
+                         else nn.ModuleDict({"code": self.model, "query": self.query_model}))
+        self._trained.to(device)
+        # head 0's attention per informed layer in the last document forward (parent-attention reads it)
         self.last_attention: list[torch.Tensor] = []
-        self.last_parents: torch.Tensor | None = None
 
     @property
     def language(self) -> str:
         return self.tokenizer.language
 
     @property
+    def strict(self) -> bool:
+        return self.config.strict
+
+    @property
+    def informed_layers(self) -> int:
+        return self.config.informed_layers
+
+    @property
+    def query_encoder(self) -> str:
+        return "shared" if self.query_model is None else "separate"
+
+    @property
     def training_module(self) -> nn.Module:
-        return self.model
+        return self._trained
 
-    def enable_lm(self) -> None:
-        """Nothing to load: the trainer calls this for label-carrying objectives, and the
-        parent-attention labels are read by the informed head itself."""
-
-    def forward(self, batch: Any) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Pooled vectors [batch, dim] (with gradients) and head 0's attention per informed layer."""
-        parents = batch.get("parents")
-        hidden, informed = self.model(batch["input_ids"], batch["attention_mask"], parents)
-        self.last_attention, self.last_parents = informed, parents
+    def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
+        """Pooled vectors [batch, dim], with gradients. A document forward keeps head 0's
+        attention per informed layer in ``last_attention``."""
+        encoder = self.query_model if kind == "query" and self.query_model is not None else self.model
+        hidden, informed = encoder(batch["input_ids"], batch["attention_mask"], batch.get("parents"))
+        if kind == "document":
+            self.last_attention = informed
         vectors = mean_pool(hidden, batch["attention_mask"])
-        return (F.normalize(vectors, dim=-1) if self.normalize else vectors), informed
-
-    def embed(self, batch: Any) -> torch.Tensor:
-        return self.forward(batch)[0]
+        return F.normalize(vectors, dim=-1) if self.normalize else vectors
 
     def train_forward(self, batch: Any, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(vectors, parent-attention loss)`` from one forward; ``labels`` are the gold parent
-        positions (-100 where none), as the ``parent-attention`` objective builds them."""
-        vectors, informed = self.forward(batch)
-        if labels is None:
-            return vectors, None
-        if not informed:
-            raise ValueError(f"{self.name} has informed_layers=0: no head to supervise")
-        return vectors, parent_attention_loss(informed, labels.masked_fill(labels < 0, NO_PARENT))
+        """``(vectors, None)``: there is no token-prediction head (objectives needing one check
+        for capability mlm/seq2seq first); parent-attention reads ``last_attention``."""
+        if labels is not None:
+            raise ValueError(f"{self.name} has no token-prediction head to score labels with.")
+        return self.embed(batch), None
 
     def encode(self, texts: Sequence[str], *, kind: str = "document", batch_size: int = 32,
                show_progress: bool = False) -> np.ndarray:
         """float32 [len(texts), dim]; documents are code in ``language``, queries plain text."""
-        was_training = self.model.training
-        self.model.eval()
+        was_training = self._trained.training
+        self._trained.eval()
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # longest first, so each batch pads to texts of about its own length
@@ -279,9 +294,9 @@ class InformedTransformer:
                     rows = order[start:start + batch_size]
                     batch = self.tokenizer.batch([texts[i] for i in rows], kind=kind)
                     batch = {k: v.to(self.device) for k, v in batch.items()}
-                    out[rows] = self.embed(batch).float().cpu().numpy()
+                    out[rows] = self.embed(batch, kind=kind).float().cpu().numpy()
         finally:
-            self.model.train(was_training)
+            self._trained.train(was_training)
         return out
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
@@ -291,17 +306,20 @@ class InformedTransformer:
         directory.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
         save_file(state, str(directory / WEIGHTS))
+        if self.query_model is not None:
+            query = {k: v.detach().contiguous().cpu() for k, v in self.query_model.state_dict().items()}
+            save_file(query, str(directory / QUERY_WEIGHTS))
         self.tokenizer.save(directory)
         config = {"model_type": MODEL_TYPE, **asdict(self.config), "language": self.language,
                   "split_identifiers": self.tokenizer.split_identifiers,
                   "linearizer": self.tokenizer.linearizer_name, "pooling": self.pooling,
-                  "normalize": self.normalize}
+                  "normalize": self.normalize, "query_encoder": self.query_encoder}
         (directory / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 
     def __repr__(self) -> str:
         c = self.config
         return (f"InformedTransformer({self.name!r}, layers={c.layers}, dim={c.dim}, heads={c.heads}, "
-                f"informed_layers={c.informed_layers}, strict={c.strict})")
+                f"informed_layers={c.informed_layers}, strict={c.strict}, query_encoder={self.query_encoder!r})")
 
 
 def initialize(directory: str | os.PathLike, texts: Iterable[str] | str, **options: Any) -> Path:

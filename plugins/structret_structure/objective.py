@@ -1,31 +1,26 @@
 """``parent-attention``: supervise the informed head with each code token's AST parent.
 
-The trainer has two objective roles. ``contrastive`` scores vectors; ``corruption`` builds
-the passage batch with token ``labels`` and gets ``(vector, token loss)`` back from ONE
-forward (``backbone.train_forward``), weighting the loss as a token mean over the global
-batch. That is exactly this loss's shape, so it takes that role without changing the
-trainer: "corrupting" a passage here means linearizing it and labelling every sub-token
-with its parent's position (-100 where there is none). The price: it cannot run together
-with mep or span-mask (one corruption per run). ``dr+0.5*parent-attention`` is the
-paper's informed model.
+An *auxiliary* objective: it adds no input of its own. The passage batch the backbone
+tokenized already carries each sub-token's gold ``parents`` (a backbone with capability
+``structure-attention`` linearizes documents), and the passage forward the contrastive
+loss needs leaves the informed head's attention in ``backbone.last_attention``; this
+loss reads both. ``dr+0.5*parent-attention`` is the paper's informed model.
 """
 
 from __future__ import annotations
 
-import random
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
+from structret.informed import parent_attention_loss
 from structret.recipes import ObjectiveError
-
-IGNORE = -100
 
 
 class ParentAttention:
     name = "parent-attention"
-    role = "corruption"  # see the module docstring: the label-carrying passage path
+    role = "auxiliary"
     needs = frozenset({"structure-attention"})
 
     def __init__(self):
@@ -36,29 +31,30 @@ class ParentAttention:
         if not self.needs & capabilities:
             raise ObjectiveError(
                 f"{self.name} needs a backbone with an informed attention head (capability "
-                f"'structure-attention'), such as informed-transformer; '{backbone.name}' declares only "
+                f"'structure-attention'): informed-transformer, or hf-encoder/minilm with "
+                f"--backbone-option informed_layers=1; '{backbone.name}' declares only "
                 f"{', '.join(sorted(capabilities)) or 'nothing'}."
             )
-        config = getattr(backbone, "config", None)
-        if getattr(config, "strict", False):
+        if getattr(backbone, "strict", False):
             raise ObjectiveError(
                 f"{self.name} has nothing to learn on '{backbone.name}': it is strict, so its informed head "
                 f"already is the gold tree. Train it with strict=false, or drop {self.name}."
             )
-        if getattr(config, "informed_layers", 1) == 0:
+        if getattr(backbone, "informed_layers", 1) == 0:
             raise ObjectiveError(f"{self.name}: '{backbone.name}' has informed_layers=0, so no head to supervise.")
 
-    def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
-                label_max_length: int, rngs: Sequence[random.Random]) -> dict[str, torch.Tensor]:
-        """The passages tokenized as code, with ``labels`` = gold parent positions; nothing is
-        sampled, so ``rngs`` (and ``label_max_length``: labels align with the input) go unused."""
-        languages = [getattr(record, "language", None) or None for record in records]
-        batch = backbone.tokenizer.batch(list(texts), kind="document", max_length=max_length, languages=languages)
-        parents = batch["parents"]
-        self.counts["passages"] += len(texts)
+    def loss(self, backbone: Any, passages: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean loss, rows)`` over this process's passage rows that have a parent."""
+        parents = passages.get("parents")
+        if parents is None:
+            raise ObjectiveError(
+                f"{self.name}: the passage batch has no gold parents. Corruption objectives (mep, span-mask) "
+                f"tokenize passages their own way, without parents; run {self.name} with a contrastive "
+                f"objective only (e.g. dr+0.5*{self.name})."
+            )
+        self.counts["passages"] += int(parents.shape[0])
         self.counts["passages without parents"] += int((~(parents >= 0).any(dim=1)).sum())
-        batch["labels"] = parents.masked_fill(parents < 0, IGNORE)
-        return batch
+        return parent_attention_loss(backbone.last_attention, parents)
 
     def report(self) -> dict[str, int]:
         return dict(self.counts)

@@ -1,13 +1,8 @@
 """Byte-level BPE over linearized code, carrying each token's AST parent to its sub-tokens.
 
 A code passage is linearized (dfs-parent) into tokens with parent indices; every token is
-split into BPE sub-tokens. All sub-tokens of a token inherit its parent, and a parent is
-the position of the parent token's FIRST sub-token, so the informed head has exactly one
-gold key per query row. Queries are natural language: plain BPE, no parents.
-
-The trainer tokenizes with ``backbone.tokenizer(prefix + text, ...)`` and knows passages
-from queries only by their prefix, so documents carry ``CODE_MARK`` as their prefix and
-the tokenizer linearizes exactly the texts that start with it.
+split into BPE sub-tokens, which inherit its parent (``structret.informed.spread_parents``).
+Queries are natural language: plain BPE, no parents.
 """
 
 from __future__ import annotations
@@ -18,26 +13,9 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-CODE_MARK = "<|code|>"
+from structret.informed import NO_PARENT, spread_parents
+
 PAD = "<pad>"
-NO_PARENT = -1
-
-
-def spread_parents(word_ids: Sequence[int | None], parents: Sequence[int]) -> list[int]:
-    """Parents per sub-token from parents per word: the parent word's first sub-token.
-
-    ``word_ids[i]`` is the word sub-token ``i`` came from (None for specials). A parent
-    cut off by truncation, or a word without parent, gives ``NO_PARENT``.
-    """
-    first: dict[int, int] = {}
-    for position, word in enumerate(word_ids):
-        if word is not None and word not in first:
-            first[word] = position
-    spread = []
-    for word in word_ids:
-        parent = parents[word] if word is not None else NO_PARENT
-        spread.append(first.get(parent, NO_PARENT) if parent >= 0 else NO_PARENT)
-    return spread
 
 
 def _linearizer(language: str, split_identifiers: bool, name: str = "dfs-parent") -> Any:
@@ -72,8 +50,7 @@ def train_bpe(texts: Iterable[str], *, vocab_size: int = 8000, language: str = "
 class StructureTokenizer:
     """Texts to ``input_ids``, ``attention_mask`` and ``parents`` (-1: none, and padding).
 
-    Callable like a Hugging Face tokenizer (what ``structret.training`` calls), and as
-    ``tokenizer.batch(texts, kind=...)`` for code without the mark.
+    ``tokenizer.batch(texts, kind=...)``; documents are linearized code, queries plain text.
     """
 
     def __init__(self, bpe: Any, *, max_length: int = 512, language: str = "python", split_identifiers: bool = True,
@@ -139,19 +116,6 @@ class StructureTokenizer:
             parents[row, : len(row_parents)] = torch.tensor(row_parents)
         return {"input_ids": ids, "attention_mask": mask, "parents": parents}
 
-    def __call__(self, texts: Sequence[str], *, truncation: bool = True, max_length: int | None = None,
-                 padding: Any = True, return_tensors: str = "pt") -> dict[str, torch.Tensor]:
-        """The trainer's call: texts starting with ``CODE_MARK`` are code, the rest queries."""
-        if return_tensors != "pt":
-            raise ValueError("StructureTokenizer returns torch tensors only (return_tensors='pt').")
-        limit = max_length if truncation and max_length else self.max_length
-        rows = []
-        for text in texts:
-            code = text.startswith(CODE_MARK)
-            ids, parents = self.encode(text[len(CODE_MARK):] if code else text, code=code)
-            rows.append((ids[:limit], self._cut(parents[:limit], limit)))
-        return self._pad(rows)
-
     def save(self, directory: str | Path) -> None:
         self.bpe.save(str(Path(directory) / "tokenizer.json"))
 
@@ -163,13 +127,13 @@ class StructureTokenizer:
 
 
 class Tokenize:
-    """``backbone.tokenize``: the prefixes the trainer reads, and ``tokenize(texts, kind=...)``."""
+    """``backbone.tokenize(texts, kind=..., max_length=...)``, what the trainer calls."""
 
-    prefixes = {"query": "", "document": CODE_MARK}
+    prefixes = {"query": "", "document": ""}
 
     def __init__(self, tokenizer: StructureTokenizer):
         self.tokenizer = tokenizer
 
-    def __call__(self, texts: Sequence[str], *, kind: str = "document") -> dict[str, torch.Tensor]:
-        return self.tokenizer.batch(texts, kind=kind)
-
+    def __call__(self, texts: Sequence[str], *, kind: str = "document", max_length: int | None = None,
+                 languages: Sequence[str | None] | None = None) -> dict[str, torch.Tensor]:
+        return self.tokenizer.batch(texts, kind=kind, max_length=max_length, languages=languages)
