@@ -181,12 +181,15 @@ class _Rerank:
 
 
 class _FullRanking:
-    """Any qrels (BEIR-style): rank the whole corpus, nDCG@10, R@100, MRR@10."""
+    """Any qrels (BEIR-style): rank the whole corpus, nDCG@10, R@100, MRR@10, or the
+    measures the dataset names (the Debian catalog: ATTEMPT's R@100, R@500, nDCG@50)."""
 
     name = "full ranking"
     columns = ["nDCG@10", "R@100", "MRR@10"]
 
     def __init__(self, dataset: Dataset, limit: int | None):
+        if dataset.metrics:
+            self.columns = list(dataset.metrics)
         qids = [q for q in dataset.queries if dataset.qrels.get(q)]
         self.qids = qids[:limit] if limit else qids
         self.doc_ids = list(dataset.corpus)
@@ -196,10 +199,13 @@ class _FullRanking:
         self.sizes = {"queries": len(self.qids), "documents": len(self.doc_ids)}
         self.notes = ["Graded labels used as trec_eval gains; ties broken by document id."]
 
-    def evaluate(self, retriever, depth: int = 100, chunk: int = 256) -> dict[str, Any]:
+    def evaluate(self, retriever, chunk: int = 256) -> dict[str, Any]:
         import numpy as np
 
         from structret.evaluation import evaluate_run
+
+        # deep enough for every cutoff asked (R@500 needs 500 documents per query)
+        depth = max([100] + [int(c.rpartition("@")[2]) for c in self.columns if c.rpartition("@")[2].isdigit()])
 
         run: dict[str, dict[str, float]] = {}
         for start in range(0, len(self.queries), chunk):

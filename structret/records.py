@@ -142,3 +142,6 @@ class Dataset:
     # names of the label levels, e.g. {3: "E", 2: "S", 1: "C", 0: "I"} for ESCI
     labels: dict[int, str] | None = None
     default_gains: str | None = None
+    # the measures a paper reports on this data (ir-measures names, e.g. ["R@100", "nDCG@50"]);
+    # None: the protocol's defaults
+    metrics: list[str] | None = None

@@ -396,10 +396,10 @@ def test_esci_items(esci_dir):
     assert batteries.title == "Amazon Basics 100 Pack AA High-Performance Alkaline Batteries"
     assert batteries.content == "AA alkaline batteries for everyday devices."
     assert batteries.bullets == ["Long-lasting power for toys and remotes", "100 AA batteries per pack"]
-    assert batteries.aspects == {"brand": ["Amazon Basics"]}  # color is None: left out
+    assert batteries.aspects == {"brand": ["Amazon Basics"], "color": []}  # color is None: an empty list
     assert batteries.locale == "us"
     energizer = ds.corpus["B07ZPKBL9V"]
-    assert energizer.aspects == {"color": ["Black"]}  # brand is "": left out
+    assert energizer.aspects == {"brand": [], "color": ["Black"]}  # brand is "": an empty list
     assert energizer.bullets == ["Long-lasting", "Leak-resistant"]
     charger = ds.corpus["B075GR2ZPN"]
     assert (charger.content, charger.bullets) == ("", [])

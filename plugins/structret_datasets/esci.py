@@ -8,6 +8,55 @@ each query is reranked over its own judged products, as SANTA's product evaluati
 Labels become int levels E=3, S=2, C=1, I=0; the gains (the paper's or the official
 script's) are chosen at scoring time. With ``locale="all"`` one ASIN can be a different
 product in two locales, so document ids become ``{locale}/{product_id}`` there.
+
+Products (``ItemRecord``)
+-------------------------
+* ``title`` = product_title; ``content`` = product_description only. SANTA's product
+  document is ``title : {title} text : {description}`` and its alignment text is one
+  bullet point, so the bullets are *not* folded into ``content``: a positive that
+  contained its own query would make the alignment task trivial. ATTEMPT's item content
+  is likewise title + description, with brand/color/category as aspects.
+* ``bullets``: ``product_bullet_point`` is one string, one bullet per line; blank lines
+  are dropped and each bullet is stripped.
+* ``aspects``: every product has the keys ``brand`` and ``color``; a missing, null or
+  blank value is ``[]`` (never left out), so all products share one aspect layout and an
+  ATTEMPT-style linearizer can emit an indicator token for every aspect, empty or not.
+  With ``categories=PATH`` every product also has ``category_1`` ... ``category_4``.
+
+The category file (``categories=PATH``, MA-Amazon style)
+---------------------------------------------------------
+ATTEMPT's MA-Amazon crawled one to four category levels per product; that file is not
+published, so structret defines its own format. JSON lines (``.jsonl`` or ``.jsonl.gz``),
+one product per line::
+
+    {"product_id": "B07ZPKBL9V", "product_locale": "us",
+     "categories": ["Health & Household", "Household Supplies", "Batteries", "AA Batteries"]}
+
+* ``product_id`` (string, required); ``product_locale`` (``us``/``es``/``jp``, optional,
+  default ``us``: MA-Amazon is the English part of ESCI);
+* ``categories``: a list of 1 to 4 non-empty strings, the broadest level first.
+
+Level *k* becomes the aspect ``category_k`` (a one-value list), levels the row does not
+give are ``[]``; products without a row have four empty levels. One key per level, not
+one ``category`` list, because ATTEMPT treats each level as its own aspect (its
+ablation adds cate1, cate1-2, ...; coverage is reported per level) and a flat list
+would lose which level a value belongs to. Rows that cannot be used are counted in the
+dataset's ReadStats: malformed rows (bad JSON, a missing id, not 1-4 string levels, a
+second row for one product) are skipped with ``file:line``; sound rows naming a product
+that is not in the products file, or one the chosen split/version/locale does not
+select, are counted as left out.
+
+SANTA's pretraining pairs (reader ``esci-santa-pretrain``)
+-----------------------------------------------------------
+``read_santa_pretrain`` selects the examples of the *large* version, ``us`` locale,
+label ``E`` (split ``train`` by default; ``test`` or ``all`` on request) and keeps each
+product once, if it has both a description and at least one bullet point (SANTA pairs
+"one randomly selected bullet point" with "its corresponding product description").
+The Dataset has the products as its corpus and no queries, qrels or pairs:
+``structret.training.examples_from_dataset`` turns each such item into
+``Example(queries=bullets, positives=[record.text()])`` and draws one bullet per epoch
+with the seeded RNG, which is exactly SANTA's "random bullet point" -- a fixed Query
+per product would freeze one bullet for the whole run.
 """
 
 from __future__ import annotations
@@ -17,7 +66,7 @@ import os
 from structret.errors import DataError
 from structret.records import Dataset, ItemRecord, Query, ReadStats
 
-from structret_datasets._rows import check_choice, check_options
+from structret_datasets._rows import BadRow, _check_text, check_choice, check_options, get_id, get_str, iter_jsonl
 
 READER = "esci"
 EXAMPLES = "shopping_queries_dataset_examples.parquet"
@@ -29,7 +78,15 @@ PRODUCT_COLUMNS = [
 ]
 LEVELS = {"E": 3, "S": 2, "C": 1, "I": 0}
 LOCALES = ("us", "es", "jp", "all")
-OPTIONS = {"version": "small (default) or large", "locale": "us (default), es, jp or all"}
+CATEGORY_LEVELS = 4
+CATEGORIES_HELP = "a .jsonl(.gz) file of product_id, product_locale, categories (1-4 levels); see the module docs"
+OPTIONS = {
+    "version": "small (default) or large",
+    "locale": "us (default), es, jp or all",
+    "categories": CATEGORIES_HELP,
+}
+SANTA_READER = "esci-santa-pretrain"
+SANTA_OPTIONS = {"categories": CATEGORIES_HELP}
 FIX = "Use the files of amazon-science/esci-data (shopping_queries_dataset/) unchanged."
 
 
@@ -91,20 +148,25 @@ def _mask(table, column: str, file: str, test):
         ) from None
 
 
-def _select_examples(file: str, split: str, version: str, locale: str, stats: ReadStats):
-    """The examples of the chosen split, version and locale, as Python rows with their row numbers."""
+def _select_examples(file: str, split: str, version: str, locale: str, stats: ReadStats, label: str | None = None):
+    """The examples of the chosen split (``all``: every split), version, locale (and label),
+    as Python rows with their row numbers."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = _read_table(file, EXAMPLE_COLUMNS)
     keep = np.ones(table.num_rows, dtype=bool)
-    filters = [
-        (f"split is not '{split}'", "split", lambda col: pc.equal(col, split)),
-        (f"not in the {version} version", f"{version}_version", lambda col: pc.equal(pc.cast(col, pa.int64()), 1)),
-    ]
+    filters = []
+    if split != "all":
+        filters.append((f"split is not '{split}'", "split", lambda col: pc.equal(col, split)))
+    filters.append(
+        (f"not in the {version} version", f"{version}_version", lambda col: pc.equal(pc.cast(col, pa.int64()), 1))
+    )
     if locale != "all":
         filters.append((f"locale is not '{locale}'", "product_locale", lambda col: pc.equal(col, locale)))
+    if label is not None:
+        filters.append((f"label is not '{label}'", "esci_label", lambda col: pc.equal(col, label)))
     for reason, column, test in filters:
         mask = _mask(table, column, file, test)
         dropped = int(np.count_nonzero(keep & ~mask))
@@ -115,13 +177,20 @@ def _select_examples(file: str, split: str, version: str, locale: str, stats: Re
     return zip(np.flatnonzero(keep).tolist(), rows.to_pylist())
 
 
-def _item(row: dict, doc_id: str) -> ItemRecord:
+def _item(row: dict, doc_id: str, categories: dict[tuple[str, str], list[str]] | None = None) -> ItemRecord:
+    """An ItemRecord; ``categories`` (when the option is given) maps (locale, product_id)
+    to the product's 1-4 category levels."""
+
     def text(key: str) -> str:
         value = row.get(key)
         return value.strip() if isinstance(value, str) else ""
 
     bullets = [line.strip() for line in text("product_bullet_point").splitlines() if line.strip()]
-    aspects = {name: [text(f"product_{name}")] for name in ("brand", "color") if text(f"product_{name}")}
+    aspects = {name: [text(f"product_{name}")] if text(f"product_{name}") else [] for name in ("brand", "color")}
+    if categories is not None:
+        levels = categories.get((row["product_locale"], _id(row["product_id"])), [])
+        for k in range(CATEGORY_LEVELS):
+            aspects[f"category_{k + 1}"] = [levels[k]] if k < len(levels) else []
     return ItemRecord(
         id=doc_id,
         title=text("product_title"),
@@ -130,6 +199,61 @@ def _item(row: dict, doc_id: str) -> ItemRecord:
         aspects=aspects,
         locale=text("product_locale"),
     )
+
+
+def _category_levels(row: dict) -> list[str]:
+    value = row.get("categories")
+    if value is None:
+        raise BadRow("missing field 'categories'")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRow("'categories' is not a list of strings")
+    levels = [_check_text(v).strip() for v in value]
+    if not 1 <= len(levels) <= CATEGORY_LEVELS:
+        raise BadRow(f"not 1-{CATEGORY_LEVELS} category levels")
+    if not all(levels):
+        raise BadRow("empty category level")
+    return levels
+
+
+def _read_categories(
+    path, products_file: str, selected: set[tuple[str, str]], stats: ReadStats
+) -> dict[tuple[str, str], list[str]]:
+    """(locale, product_id) -> levels, for the selected products; every other row is counted."""
+    if not isinstance(path, str) or not path.strip():
+        raise DataError(f"{READER}: option categories needs a file path ({CATEGORIES_HELP}).")
+    if not os.path.isfile(path):
+        raise DataError(f"{READER}: the category file {path} does not exist. Pass {CATEGORIES_HELP}.")
+    known = None  # every (locale, id) of the products file, read only if a row names an unselected product
+    seen: set[tuple[str, str]] = set()
+    categories: dict[tuple[str, str], list[str]] = {}
+    for _, where, row in iter_jsonl(path, stats):
+        try:
+            pid = get_id(row, "product_id")
+            locale = get_str(row, "product_locale", default="us").strip().lower()
+            if locale not in LOCALES[:-1]:
+                raise BadRow("product_locale is not us, es or jp")
+            levels = _category_levels(row)
+            if (locale, pid) in seen:
+                raise BadRow("second category row for one product")
+        except BadRow as bad:
+            stats.skip(where, f"category file: {bad.reason}")
+            continue
+        seen.add((locale, pid))
+        if (locale, pid) in selected:
+            categories[(locale, pid)] = levels
+            continue
+        if known is None:
+            known = _product_keys(products_file)
+        if (locale, pid) in known:
+            stats.leave_out("category row: product not selected")
+        else:
+            stats.leave_out("category row: product not in products file")
+    return categories
+
+
+def _product_keys(file: str) -> set[tuple[str, str]]:
+    table = _read_table(file, ["product_locale", "product_id"])
+    return {(loc, _id(pid)) for loc, pid in zip(table["product_locale"].to_pylist(), table["product_id"].to_pylist())}
 
 
 def _read_products(file: str, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
@@ -161,6 +285,9 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     wanted = {(row["product_locale"], _id(row["product_id"])) for _, row in selected}
     wanted = {key for key in wanted if isinstance(key[0], str) and key[1] is not None}
     products = _read_products(products_file, wanted)
+    categories = None
+    if "categories" in options:
+        categories = _read_categories(options["categories"], products_file, set(products), stats)
 
     corpus: dict[str, ItemRecord] = {}
     queries: dict[str, Query] = {}
@@ -188,7 +315,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
             continue
         stats.use()
         if doc_id not in corpus:
-            corpus[doc_id] = _item(products[(row["product_locale"], pid)], doc_id)
+            corpus[doc_id] = _item(products[(row["product_locale"], pid)], doc_id, categories)
         queries.setdefault(qid, Query(id=qid, text=text.strip()))
         qrels.setdefault(qid, {})[doc_id] = LEVELS[row["esci_label"]]
 
@@ -201,3 +328,42 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
         labels={level: name for name, level in LEVELS.items()},
         default_gains="esci-paper",
     )
+
+
+def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Dataset:
+    """SANTA's product pretraining pairs: large version, us, Exact rows; one item per product
+    with a description and bullet points (see the module docs)."""
+    check_options(SANTA_READER, options, SANTA_OPTIONS)
+    split = check_choice(SANTA_READER, "split", split or "train", ("train", "test", "all"))
+    examples_file, products_file = _files(path)
+
+    stats = ReadStats(source=f"{SANTA_READER} {examples_file} (split={split}, version=large, locale=us, label=E)")
+    selected = list(_select_examples(examples_file, split, "large", "us", stats, label="E"))
+    wanted = {("us", _id(row["product_id"])) for _, row in selected} - {("us", None)}
+    products = _read_products(products_file, wanted)
+    categories = None
+    if "categories" in options:
+        categories = _read_categories(options["categories"], products_file, set(products), stats)
+
+    corpus: dict[str, ItemRecord] = {}
+    for i, row in selected:
+        pid = _id(row["product_id"])
+        if pid is None:
+            stats.skip(f"{examples_file}:row {i}", "missing field 'product_id'")
+            continue
+        if ("us", pid) not in products:
+            stats.skip(f"{examples_file}:row {i}", "product not in products file")
+            continue
+        if pid in corpus:
+            stats.leave_out("product already paired (judged E for another query)")
+            continue
+        item = _item(products[("us", pid)], pid, categories)
+        if not item.content:
+            stats.leave_out("product without a description")
+            continue
+        if not item.bullets:
+            stats.leave_out("product without bullet points")
+            continue
+        stats.use()
+        corpus[pid] = item
+    return Dataset(name=SANTA_READER, corpus=corpus, queries={}, qrels={}, stats=stats)

@@ -21,6 +21,18 @@ def register_datasets(register):
         help="Amazon ESCI shopping queries: examples + products parquet, E/S/C/I labels",
     )
     register(
+        "esci-santa-pretrain",
+        "structret_datasets.esci:read_santa_pretrain",
+        help="SANTA's product pretraining pairs from ESCI (large, us, E): a random bullet point -> title + description",
+    )
+    register(
+        "debian-packages",
+        "structret_datasets.debian:read",
+        aliases=("debian",),
+        help="Debian/Ubuntu package index (Packages[.gz|.xz|.lz4], apt lists folder): synopsis -> package, "
+        "section/priority/debtags aspects",
+    )
+    register(
         "beir",
         "structret_datasets.beir:read",
         help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
