@@ -124,8 +124,12 @@ def register_objectives(register):
     objective implements ``corrupt(texts, records, backbone, *, max_length,
     label_max_length, rngs)`` returning the passage batch with ``labels``, so one forward
     yields both the passage vector and the LM loss; an auxiliary objective implements
-    ``loss(backbone, passage_batch) -> (mean, count)`` from what that same passage forward
-    left on the backbone (``parent-attention`` reads ``backbone.last_attention``).
-    ``--objective a+0.5*b`` sums the weighted losses; at most one contrastive and one
-    corruption objective per run.
+    ``loss(backbone, passage_batch, vectors, targets) -> (mean, count)`` from that same
+    passage forward (``parent-attention`` reads ``backbone.last_attention``;
+    ``aspect-class`` classifies ``vectors``). Optional: ``setup(examples, backbone)``
+    runs once before training (vocabularies from the training data), ``targets(records)``
+    builds an auxiliary objective's per-passage targets with each batch, and ``module``
+    (an ``nn.Module``) is trained and checkpointed with the backbone but not saved in the
+    model. ``--objective a+0.5*b`` sums the weighted losses; at most one contrastive and
+    one corruption objective per run.
     """

@@ -67,6 +67,13 @@ class Recipe:
     extractor: str = "auto"           # mep entities: auto = python-tokenize / tree-sitter / title-overlap
     noise_density: float = 0.15       # span-mask: fraction of tokens corrupted (T5's setting)
     mean_span_length: float = 3.0     # span-mask: mean corrupted span (T5's setting)
+    # products (ATTEMPT and its baselines)
+    aspects: str = ""                 # aspect names, "brand,color" ("" = the objective's default)
+    mlm_input: str = "content"        # mlm: "content" (BIBERT) or "aspects" (BIBERT-C: indicators + aspect text)
+    content_mask_ratio: float = 0.15  # item content masked by aspect-mlm / mlm
+    query_mask_ratio: float = 0.3     # query content (shorter, so masked more; ATTEMPT §4.3)
+    aspect_mask_ratio: float | None = None  # aspect text: None = aspect-mlm's 0.6, mlm's content ratio
+    mutual_weight: float = 1.0        # aspect-mlm: lambda of a2c + c2a (ATTEMPT Eq. 4)
     checkpoint_every: int = 500       # steps between checkpoints (0 = only the final model)
     keep_checkpoints: int = 2         # newest checkpoints kept (0 = keep all)
     log_every: int = 10               # steps between metrics lines

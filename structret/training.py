@@ -185,6 +185,10 @@ def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
         if objective.role not in ROLES:
             raise ObjectiveError(f"objective '{objective.name}' has role {objective.role!r}; the trainer knows "
                                  f"{', '.join(ROLES)} (see structret.hookspecs.register_objectives).")
+    alone = [o.name for o, _ in built if getattr(o, "standalone", False)]
+    if alone and len(built) > 1:
+        raise ObjectiveError(f"'{recipe.objective}': {alone[0]} turns each passage into several rows, so it runs "
+                             f"alone (pretraining); fine-tune with a contrastive objective in a second run.")
     for role in ("contrastive", "corruption"):
         same = [o.name for o, _ in built if o.role == role]
         if len(same) > 1:
@@ -216,6 +220,8 @@ class Batches:
     def __init__(self, examples: list[Example], recipe: Recipe, backbone: Any, objectives: Sequence[tuple[Any, float]]):
         self.examples, self.recipe, self.backbone = examples, recipe, backbone
         self.contrastive = _role(objectives, "contrastive") is not None
+        # auxiliary objectives that need per-passage targets from the records (aspect classes)
+        self.targeted = [o for o, _ in objectives if o.role == "auxiliary" and hasattr(o, "targets")]
         corruption = _role(objectives, "corruption")
         self.corruption = corruption[0] if corruption else None
         self.steps_per_epoch = len(examples) // recipe.batch_size  # the last partial batch is dropped
@@ -271,6 +277,8 @@ class Batches:
             )
             batch["labels"] = corrupted.pop("labels")
             batch["passage"] = corrupted
+        if self.targeted:
+            batch["targets"] = {o.name: o.targets(records) for o in self.targeted}
         return batch
 
 
@@ -315,6 +323,10 @@ class TrainStep(nn.Module):
         self.contrastive = _role(objectives, "contrastive")
         self.corruption = _role(objectives, "corruption")
         self.auxiliary = [(o, w) for o, w in objectives if o.role == "auxiliary"]
+        # objectives' own trainable parts (classification heads): trained, synced and
+        # checkpointed with the backbone, but not part of the saved model
+        self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives
+                                    if isinstance(getattr(o, "module", None), nn.Module)})
 
     @staticmethod
     def _token_mean(loss: torch.Tensor, count: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
@@ -337,11 +349,15 @@ class TrainStep(nn.Module):
             total = total + weight * world * loss  # DDP averages gradients over processes
         if self.corruption is not None:
             objective, weight = self.corruption
-            local = self._token_mean(lm_loss, (labels != -100).sum(), passages)
+            # label_weights: the objective normalised its loss itself (per view, per process),
+            # so processes count one each and the global loss is their mean
+            count = labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
+            local = self._token_mean(lm_loss, count, passages)
             logs[objective.name] = all_sum(local.detach())
             total = total + weight * world * local
         for objective, weight in self.auxiliary:
-            local = self._token_mean(*objective.loss(self.backbone, batch["passage"]), passages)
+            targets = batch.get("targets", {}).get(objective.name)
+            local = self._token_mean(*objective.loss(self.backbone, batch["passage"], passages, targets), passages)
             logs[objective.name] = all_sum(local.detach())
             total = total + weight * world * local
         used = [self.contrastive, self.corruption, *self.auxiliary]
@@ -405,8 +421,11 @@ def save_model(directory: Path, backbone: Any, meta: dict[str, Any]) -> None:
         write_meta(tmp, meta)
 
 
+HEADS_FILE = "objective_heads.safetensors"
+
+
 def save_checkpoint(run: Path, recipe: Recipe, backbone: Any, optimizer: Any, scheduler: Any,
-                    meta: dict[str, Any], is_main: bool) -> None:
+                    meta: dict[str, Any], is_main: bool, heads: nn.Module | None = None) -> None:
     step = meta["step"]
     states = _all_rng_states()  # collective: every process calls it
     if is_main:
@@ -416,6 +435,11 @@ def save_checkpoint(run: Path, recipe: Recipe, backbone: Any, optimizer: Any, sc
             (tmp / "trainer").mkdir()
             torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
                        tmp / "trainer" / "optimizer.pt")
+            if heads is not None and len(heads.state_dict()):
+                from safetensors.torch import save_file
+
+                save_file({k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()},
+                          str(tmp / "trainer" / HEADS_FILE))
             state = {"step": step, "world_size": len(states), "rng": states}
             (tmp / "trainer" / "state.json").write_text(json.dumps(state), encoding="utf-8")
         if recipe.keep_checkpoints:
@@ -429,7 +453,15 @@ def checkpoints(run: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(CHECKPOINT.match(p.name).group(1)))
 
 
-def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any) -> int:
+def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: nn.Module | None = None) -> int:
+    if heads is not None and len(heads.state_dict()):
+        from safetensors.torch import load_file
+
+        file = checkpoint / "trainer" / HEADS_FILE
+        if not file.is_file():
+            raise TrainingError(f"{checkpoint} has no {HEADS_FILE}, but this run's objectives have heads "
+                                f"({', '.join(heads.keys())}); it was written by another recipe.")
+        heads.load_state_dict(load_file(str(file)))
     # weights_only: tensors and plain containers only; a checkpoint cannot make us run code
     saved = torch.load(checkpoint / "trainer" / "optimizer.pt", weights_only=True)
     optimizer.load_state_dict(saved["optimizer"])
@@ -550,6 +582,9 @@ def train(recipe: Recipe, *, resume: bool = False,
         examples = [e for e in examples if e.negatives]
         if without and accelerator.is_main_process:
             print(f"{without} examples without hard negatives left out", file=sys.stderr)
+    for objective, _ in objectives:
+        if hasattr(objective, "setup"):  # e.g. value vocabularies of aspect classification
+            objective.setup(examples, backbone)
     batches = Batches(examples, recipe, backbone, objectives)
     total = batches.total_steps
 
@@ -560,7 +595,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     # steps are already global
     module, optimizer = accelerator.prepare(step_module, optimizer)
     backbone.device = accelerator.device
-    start = load_trainer_state(checkpoint, optimizer, scheduler) if checkpoint is not None else 0
+    start = load_trainer_state(checkpoint, optimizer, scheduler, step_module.heads) if checkpoint is not None else 0
 
     metrics = run / "metrics.jsonl"
     if accelerator.is_main_process:
@@ -604,7 +639,8 @@ def train(recipe: Recipe, *, resume: bool = False,
         bar.update(1)
         if recipe.checkpoint_every and done % recipe.checkpoint_every == 0 and done < total:
             meta = model_meta(recipe, backbone, base_model, done)
-            save_checkpoint(run, recipe, backbone, optimizer, scheduler, meta, accelerator.is_main_process)
+            save_checkpoint(run, recipe, backbone, optimizer, scheduler, meta, accelerator.is_main_process,
+                            step_module.heads)
             accelerator.wait_for_everyone()
         if callback is not None:
             callback(done, values)

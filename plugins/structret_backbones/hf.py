@@ -6,7 +6,7 @@ import inspect
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import torch
 
@@ -152,6 +152,23 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
             install(self.model)
 
+    def add_special_tokens(self, tokens: Sequence[str]) -> int:
+        """Add ``tokens`` (ATTEMPT's aspect indicators, say) to the tokenizer as special tokens
+        that are never split, and grow the embeddings to match; returns how many were new.
+
+        The masked-LM head is loaded first, at the checkpoint's vocabulary size, and the
+        two are resized together, so its (tied) output matrix grows with the input one.
+        """
+        new = [t for t in tokens if t not in self.tokenizer.get_vocab()]
+        if not new:
+            return 0
+        if "mlm" in self.capabilities:
+            self.enable_lm()
+        self.tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_extra_special_tokens=False)
+        (self.lm_model or self.model).resize_token_embeddings(len(self.tokenizer))
+        self.model.config.vocab_size = len(self.tokenizer)  # the head model resized its own copy of the config
+        return len(new)
+
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
         inputs, call = self._forward_inputs(batch, kind)
@@ -180,6 +197,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         inputs, call = self._forward_inputs(batch, "document")
         head = self._mlm_head()
         if head is None:
+            if "label_weights" in batch:
+                raise ValueError(f"{self.name}: label_weights need a masked-LM head of one module; "
+                                 f"{type(self.lm_model).__name__} has several.")
             out = self.lm_model(**inputs, labels=labels, output_hidden_states=True)
             hidden, loss = out.hidden_states[-1], out.loss  # the encoder's last hidden state, as embed() pools it
         else:
@@ -188,7 +208,11 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             hidden = self.model(**inputs).last_hidden_state
             picked = labels != -100
             logits = head(hidden[picked])
-            loss = torch.nn.functional.cross_entropy(logits.float(), labels[picked])
+            if "label_weights" in batch:  # an objective's own mean (ATTEMPT: one per view)
+                losses = torch.nn.functional.cross_entropy(logits.float(), labels[picked], reduction="none")
+                loss = (losses * batch["label_weights"][picked].to(losses.dtype)).sum()
+            else:
+                loss = torch.nn.functional.cross_entropy(logits.float(), labels[picked])
         self._informed_done(call, "document")
         vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
         return self._finish(vectors), loss

@@ -43,7 +43,8 @@ class ParentAttention:
         if getattr(backbone, "informed_layers", 1) == 0:
             raise ObjectiveError(f"{self.name}: '{backbone.name}' has informed_layers=0, so no head to supervise.")
 
-    def loss(self, backbone: Any, passages: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, backbone: Any, passages: dict[str, torch.Tensor], vectors: torch.Tensor | None = None,
+             targets: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean loss, rows)`` over this process's passage rows that have a parent."""
         parents = passages.get("parents")
         if parents is None:

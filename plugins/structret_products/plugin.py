@@ -1,0 +1,29 @@
+"""Product linearizers and objectives. Targets are lazy: torch loads only when a run names an objective."""
+
+from structret import hookimpl
+
+
+@hookimpl
+def register_linearizers(register):
+    module = "structret_products.linearizers"
+    register(
+        "aspects",
+        f"{module}:aspects",
+        help="[BRAND] brand [COLOR] color ... [SEP] [C] title content: one indicator per aspect (ATTEMPT)",
+    )
+    register("product", f"{module}:product", help="'title : {t} text : {d}', SANTA's product template (OpenMatch)")
+
+
+@hookimpl
+def register_objectives(register):
+    module = "structret_products.objectives"
+    register(
+        "aspect-mlm",
+        f"{module}:aspect_mlm",
+        help="aspect-content mutual prediction: content MLM + aspect->content + content->aspect views (ATTEMPT)",
+    )
+    register(
+        "mlm",
+        f"{module}:mlm",
+        help="BERT MLM on the content (BIBERT), or on the aspects layout (-C), aspects at their own ratio (-C(A))",
+    )
