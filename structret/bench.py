@@ -90,6 +90,9 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
         retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
+        # each system reads records its own way (a run trained on SANTA's product template
+        # is scored on that template); BM25 and zero-shot models read their text()
+        protocol.bind(getattr(retriever, "format_document", _own_text), getattr(retriever, "format_query", _query_text))
         start = time.perf_counter()
         print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
         retriever.fit(protocol.doc_texts)
@@ -98,6 +101,14 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
         result.rows[system] = row
     result.notes = protocol.notes
     return result
+
+
+def _own_text(record) -> str:
+    return record.text()
+
+
+def _query_text(query) -> str:
+    return query.text
 
 
 class _CodeSearch:
@@ -115,8 +126,9 @@ class _CodeSearch:
         else:
             doc_ids = list(dataset.corpus)
         position = {d: i for i, d in enumerate(doc_ids)}
-        self.doc_texts = [dataset.corpus[d].text() for d in doc_ids]
-        self.queries = [dataset.queries[q].text for q, _ in pairs]
+        self.doc_records = [dataset.corpus[d] for d in doc_ids]
+        self.query_records = [dataset.queries[q] for q, _ in pairs]
+        self.bind(_own_text, _query_text)
         self.positives = np.array([position[d] for _, d in pairs])
         self.sizes = {"queries": len(self.queries), "documents": len(doc_ids)}
         self.notes = [
@@ -127,6 +139,10 @@ class _CodeSearch:
         ]
         if len(pairs) < 1000:
             self.notes.append(f"CSN needs >= 1000 pairs, this set has {len(pairs)}: n/a.")
+
+    def bind(self, document, query) -> None:
+        self.doc_texts = [document(r) for r in self.doc_records]
+        self.queries = [query(q) for q in self.query_records]
 
     def evaluate(self, retriever) -> dict[str, Any]:
         from structret.evaluation import csn_mrr, full_pool_ranks, mrr
@@ -156,13 +172,18 @@ class _Rerank:
         self.qrels = {q: dataset.qrels[q] for q in qids}
         doc_ids = list(dict.fromkeys(d for q in qids for d in self.qrels[q]))
         self.position = {d: i for i, d in enumerate(doc_ids)}
-        self.doc_texts = [dataset.corpus[d].text() for d in doc_ids]
-        self.query_text = {q: dataset.queries[q].text for q in qids}
+        self.doc_records = [dataset.corpus[d] for d in doc_ids]
+        self.query_records = {q: dataset.queries[q] for q in qids}
+        self.bind(_own_text, _query_text)
         self.labels = dataset.labels
         self.graded = dataset.default_gains or "binary"
         self.columns = ["NDCG@100 two-class", f"NDCG@100 four-class ({self.graded})"]
         self.sizes = {"queries": len(qids), "judged documents": len(doc_ids)}
         self.notes = [f"Two-class: only the top label is relevant. Four-class gains: '{self.graded}'."]
+
+    def bind(self, document, query) -> None:
+        self.doc_texts = [document(r) for r in self.doc_records]
+        self.query_text = {q: query(r) for q, r in self.query_records.items()}
 
     def evaluate(self, retriever) -> dict[str, Any]:
         from structret.evaluation import evaluate_run, gain_levels, rerank_run
@@ -193,11 +214,16 @@ class _FullRanking:
         qids = [q for q in dataset.queries if dataset.qrels.get(q)]
         self.qids = qids[:limit] if limit else qids
         self.doc_ids = list(dataset.corpus)
-        self.doc_texts = [dataset.corpus[d].text() for d in self.doc_ids]
-        self.queries = [dataset.queries[q].text for q in self.qids]
+        self.doc_records = [dataset.corpus[d] for d in self.doc_ids]
+        self.query_records = [dataset.queries[q] for q in self.qids]
+        self.bind(_own_text, _query_text)
         self.qrels = {q: dataset.qrels[q] for q in self.qids}
         self.sizes = {"queries": len(self.qids), "documents": len(self.doc_ids)}
         self.notes = ["Graded labels used as trec_eval gains; ties broken by document id."]
+
+    def bind(self, document, query) -> None:
+        self.doc_texts = [document(r) for r in self.doc_records]
+        self.queries = [query(q) for q in self.query_records]
 
     def evaluate(self, retriever, chunk: int = 256) -> dict[str, Any]:
         import numpy as np

@@ -188,12 +188,16 @@ def _read(data, split, data_options):
 
 
 def _backbone(backbone, model):
+    """The encoder, and how it reads records (a trained run's text_format, else ``text()``)."""
+    from structret.linearization import TextFormat
     from structret.retrieval import trained_model
 
     trained = trained_model(model) if model else None
+    text_format = TextFormat()
     if trained is not None:  # --model RUN: the backbone the run trained, with its final weights
-        backbone, model = trained
-    return get_registry().create("backbone", backbone, **({"model": model} if model else {}))
+        backbone, model, recipe = trained
+        text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
+    return get_registry().create("backbone", backbone, **({"model": model} if model else {})), text_format
 
 
 @cli.command()
@@ -217,11 +221,11 @@ def encode(data, split, data_options, backbone, model, batch_size, what, out):
     from structret.artifacts import atomic_dir, write_meta
 
     dataset = _read(data, split, data_options)
-    encoder = _backbone(backbone, model)
+    encoder, text_format = _backbone(backbone, model)
     if what == "documents":
-        ids, texts = list(dataset.corpus), [r.text() for r in dataset.corpus.values()]
+        ids, texts = list(dataset.corpus), [text_format.document(r) for r in dataset.corpus.values()]
     else:
-        ids, texts = list(dataset.queries), [q.text for q in dataset.queries.values()]
+        ids, texts = list(dataset.queries), [text_format.query(q) for q in dataset.queries.values()]
     vectors = encoder.encode(texts, kind="query" if what == "queries" else "document",
                              batch_size=batch_size, show_progress=True)
     with atomic_dir(out) as tmp:
@@ -281,9 +285,9 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, in
         texts_file = Path(embeddings) / "texts.jsonl.gz"
     else:
         dataset = _read(data, split, data_options)
-        encoder = _backbone(backbone, model)
+        encoder, text_format = _backbone(backbone, model)
         ids = list(dataset.corpus)
-        texts = [r.text() for r in dataset.corpus.values()]
+        texts = [text_format.document(r) for r in dataset.corpus.values()]
         vectors = encoder.encode(texts, kind="document", batch_size=batch_size, show_progress=True)
         model_name, texts_file = encoder.name, None
     idx = get_registry().create("index", index_name, int(vectors.shape[1]), metric=metric,
@@ -320,14 +324,14 @@ def search(index_dir, queries, k, lines):
     meta = read_meta(index_dir)
     if not meta.get("backbone"):
         raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
-    encoder = _backbone(meta["backbone"], meta.get("model_override"))
+    encoder, text_format = _backbone(meta["backbone"], meta.get("model_override"))
     idx = load_index(index_dir, expect_model=encoder.name)
     texts = {}
     texts_file = Path(index_dir) / "texts.jsonl.gz"
     if texts_file.exists():
         with gzip.open(texts_file, "rt", encoding="utf-8") as f:
             texts = {row["id"]: row["text"] for row in map(json.loads, f)}
-    scores, ids = idx.search(encoder.encode(list(queries), kind="query"), k)
+    scores, ids = idx.search(encoder.encode([text_format.query(q) for q in queries], kind="query"), k)
     for query, row_scores, row_ids in zip(queries, scores, ids):
         click.secho(f"query: {query}", bold=True)
         for rank, (score, doc_id) in enumerate(zip(row_scores, row_ids), 1):
@@ -357,7 +361,7 @@ def negatives(data, split, data_options, backbone, model, batch_size, depth, kee
     from structret.negatives import mine_negatives
 
     dataset = _read(data, split, data_options)
-    report = mine_negatives(_backbone(backbone, model), dataset, out, depth=depth, keep=keep, seed=seed,
+    report = mine_negatives(_backbone(backbone, model)[0], dataset, out, depth=depth, keep=keep, seed=seed,
                             batch_size=batch_size)
     click.echo(report.summary())
 
@@ -409,12 +413,15 @@ def new_model(data, split, data_options, backbone, options, out):
               help="Backbone factory option, repeatable (e.g. informed_layers=1); recipe field backbone_options.")
 @click.option("--data", "-d", help="FORMAT:PATH of training pairs, or tevatron:PATH.")
 @click.option("--split", help="Split to train on (default: train).")
+@click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE",
+              help="Reader option, repeatable (e.g. categories=cats.jsonl); recipe field data_options.")
 @click.option("--out", "-o", "output", help="Run directory: recipe.toml, metrics.jsonl, checkpoints, final/.")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Any other recipe field, repeatable: lr=2e-5, batch_size=16, max_steps=200, ...")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
 @click.option("--list-recipes", is_flag=True, help="List the shipped recipes and exit.")
-def train(recipe, objective, backbone, model, backbone_options, data, split, output, settings, resume, list_recipes):
+def train(recipe, objective, backbone, model, backbone_options, data, split, data_options, output, settings, resume,
+          list_recipes):
     """Continual pretraining or fine-tuning: any objectives on any backbone.
 
     One process on CPU; DDP when started with torchrun or accelerate launch
@@ -447,6 +454,8 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, out
         overrides[key.strip().replace("-", "_")] = value.strip()
     if backbone_options:
         overrides["backbone_options"] = ",".join(backbone_options)
+    if data_options:
+        overrides["data_options"] = ",".join(data_options)
     if resume and recipe is None and output and (Path(output) / "recipe.toml").exists():
         recipe = str(Path(output) / "recipe.toml")
     final = run_training(resolve_recipe(recipe, overrides), resume=resume)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from structret.errors import PluginError
 from structret.extraction import LANGUAGE_OF_SUFFIX, visible, read_text
-from structret.records import CodeRecord, Sequence
+from structret.records import CodeRecord, Query, Sequence
 from structret.registry import get_registry
 
 
@@ -106,3 +106,48 @@ def _check_sequence(sequence: Sequence, linearizer_name: str) -> None:
                 f"not another token of the sequence (0..{len(tokens) - 1}, or -1 for a root). "
                 f"This is a bug in that linearizer."
             )
+
+
+class TextFormat:
+    """How records and queries become the strings a model reads: their own ``text()``, or
+    a linearizer's ``text(record)`` (``product``: SANTA's template; ``aspects``: ATTEMPT's
+    layout). Training and retrieval both go through it, and a trained model's recipe names
+    it, so a model is always evaluated on the form it was trained on.
+    """
+
+    def __init__(self, name: str = "", aspects: str = ""):
+        import inspect
+
+        self.name, self.aspects = name, aspects
+        self.linearizer = None
+        self.fallbacks = 0  # records the linearizer could not write, given as their own text()
+        if not name:
+            return
+        registry = get_registry()
+        factory = registry.get("linearizer", name).load()
+        wanted = [a.strip() for a in aspects.split(",") if a.strip()]
+        options = {"aspects": wanted} if wanted and "aspects" in inspect.signature(factory).parameters else {}
+        self.linearizer = registry.create("linearizer", name, **options)
+        if not callable(getattr(self.linearizer, "text", None)):
+            raise PluginError(f"text_format '{name}': that linearizer makes token sequences for a structure-aware "
+                              f"encoder, not text (it has no text(record)); use product or aspects, or leave it empty.")
+
+    def document(self, record) -> str:
+        if self.linearizer is not None:
+            text = self.linearizer.text(record)
+            if text is not None:
+                return text
+            self.fallbacks += 1
+        return record.text()
+
+    def query(self, query) -> str:
+        """A Query, or a plain string (typed at ``structret search``, a bullet point as a query)."""
+        if self.linearizer is not None:
+            text = self.linearizer.text(Query(id="", text=query) if isinstance(query, str) else query)
+            if text is not None:
+                return text
+            self.fallbacks += 1
+        return query if isinstance(query, str) else query.text
+
+    def __repr__(self) -> str:
+        return f"TextFormat({self.name or 'text()'!r}, aspects={self.aspects!r})"

@@ -48,6 +48,7 @@ class Recipe:
     backbone_options: str = ""        # factory options, "informed_layers=1,strict=false" (--backbone-option)
     data: str = ""                    # FORMAT:PATH (a registered reader) or tevatron:PATH
     split: str | None = "train"
+    data_options: str = ""            # reader options, "locale=us,categories=cats.jsonl" (--data-option)
     output: str = ""                  # the run directory
     seed: int = 42
     lr: float = 5e-5
@@ -67,6 +68,7 @@ class Recipe:
     extractor: str = "auto"           # mep entities: auto = python-tokenize / tree-sitter / title-overlap
     noise_density: float = 0.15       # span-mask: fraction of tokens corrupted (T5's setting)
     mean_span_length: float = 3.0     # span-mask: mean corrupted span (T5's setting)
+    text_format: str = ""             # "" = each record's text(); "product" (SANTA), "aspects" (ATTEMPT)
     # products (ATTEMPT and its baselines)
     aspects: str = ""                 # aspect names, "brand,color" ("" = the objective's default)
     mlm_input: str = "content"        # mlm: "content" (BIBERT) or "aspects" (BIBERT-C: indicators + aspect text)
@@ -82,14 +84,14 @@ class Recipe:
         return dataclasses.asdict(self)
 
 
-def parse_backbone_options(text: str) -> dict[str, Any]:
-    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}``."""
+def parse_options_field(text: str) -> dict[str, Any]:
+    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (backbone_options, data_options)."""
     from structret.data import parse_options
 
     try:
         return parse_options([part for part in text.split(",") if part.strip()])
     except StructretError as exc:
-        raise RecipeError(f"backbone_options={text!r}: {exc}; write KEY=VALUE pairs joined by commas") from None
+        raise RecipeError(f"options {text!r}: {exc}; write KEY=VALUE pairs joined by commas") from None
 
 
 def recipe_fields() -> list[str]:
@@ -223,7 +225,8 @@ def _validate(recipe: Recipe) -> None:
         raise RecipeError(f"warmup is a fraction of the steps in [0, 1), got {recipe.warmup}")
     if not 0 < recipe.noise_density < 1:
         raise RecipeError(f"noise_density is a fraction in (0, 1), got {recipe.noise_density}")
-    parse_backbone_options(recipe.backbone_options)
+    parse_options_field(recipe.backbone_options)
+    parse_options_field(recipe.data_options)
     for key, choices in (("similarity", SIMILARITIES), ("dtype", DTYPES)):
         if getattr(recipe, key) not in choices:
             raise RecipeError(f"{key}={getattr(recipe, key)!r} is not supported; choose one of {', '.join(choices)}")

@@ -11,14 +11,23 @@ from structret.registry import get_registry
 class DenseRetriever:
     """A backbone used as a retriever: documents encoded once, scores are inner products."""
 
-    def __init__(self, backbone: Any, *, batch_size: int = 32, show_progress: bool = True):
+    def __init__(self, backbone: Any, *, batch_size: int = 32, show_progress: bool = True,
+                 text_format: Any = None):
         self.backbone = backbone
+        # how records become text (structret.linearization.TextFormat); None: record.text()
+        self.text_format = text_format
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.doc_vectors = None
         # protocols score the same queries more than once (full pool, then CSN batches)
         self._query_cache: dict[str, int] = {}
         self._query_vectors: list = []
+
+    def format_document(self, record: Any) -> str:
+        return self.text_format.document(record) if self.text_format is not None else record.text()
+
+    def format_query(self, query: Any) -> str:
+        return self.text_format.query(query) if self.text_format is not None else query.text
 
     def fit(self, docs: Sequence[str]) -> None:
         self.doc_vectors = self.backbone.encode(
@@ -46,9 +55,9 @@ class DenseRetriever:
         return self.encode_queries(queries) @ docs.T
 
 
-def trained_model(path: str) -> tuple[str, str] | None:
-    """(backbone name, model directory) for a model ``structret train`` wrote: its run
-    directory (the final model is used) or any checkpoint in it; None for anything else."""
+def trained_model(path: str) -> tuple[str, str, dict] | None:
+    """(backbone name, model directory, its recipe) for a model ``structret train`` wrote:
+    its run directory (the final model is used) or any checkpoint in it; None otherwise."""
     import json
     from pathlib import Path
 
@@ -59,10 +68,11 @@ def trained_model(path: str) -> tuple[str, str] | None:
     if not meta_file.is_file():
         return None
     try:
-        backbone = json.loads(meta_file.read_text()).get("backbone")
+        meta = json.loads(meta_file.read_text())
     except (OSError, ValueError):
         return None
-    return (backbone, str(directory)) if backbone else None
+    backbone = meta.get("backbone")
+    return (backbone, str(directory), meta.get("recipe") or {}) if backbone else None
 
 
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
@@ -78,8 +88,12 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
         return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
     trained = trained_model(name)
     if trained is not None:  # a run directory or checkpoint: its backbone, its weights
+        from structret.linearization import TextFormat
+
         backbone = registry.create("backbone", trained[0], model=trained[1], **options)
-        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
+        recipe = trained[2]
+        text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
+        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format)
     known = registry.names("retriever") + registry.names("backbone")
     import difflib
 

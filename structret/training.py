@@ -43,10 +43,11 @@ from tqdm.auto import tqdm
 
 from structret.artifacts import atomic_dir, write_meta
 from structret.errors import DataError, StructretError
+from structret.linearization import TextFormat
 from structret.recipes import (
     ObjectiveError,
     Recipe,
-    parse_backbone_options,
+    parse_options_field,
     parse_objectives,
     read_recipe,
     write_recipe,
@@ -76,13 +77,6 @@ class Example:
     positives: list[str]
     negatives: list[str] = field(default_factory=list)
     record: Any = None  # the positive's Record, so MEP knows what kind of text it masks
-
-
-def document_text(record: Any) -> str:
-    """The passage a record becomes: ``record.text()``, exactly what evaluation encodes, so
-    training and retrieval see one representation. (SANTA's product template
-    ``title : {t} text : {d}`` arrives as a linearizer that both sides will go through.)"""
-    return record.text()
 
 
 def _passage(entry: Any) -> str | None:
@@ -137,16 +131,18 @@ def read_training_pairs(path: str) -> tuple[list[Example], ReadStats]:
     return examples, stats
 
 
-def examples_from_dataset(dataset: Any) -> list[Example]:
+def examples_from_dataset(dataset: Any, text_format: TextFormat | None = None) -> list[Example]:
     """Aligned pairs (code search: docstring -> code), else products with bullet points
-    (SANTA: a random bullet point -> the product's title and description)."""
+    (SANTA: a random bullet point -> the product's title and description). Texts are what
+    ``text_format`` makes of the records, exactly what retrieval will encode."""
+    fmt = text_format or TextFormat()
     if dataset.pairs:
         return [
-            Example([dataset.queries[q].text], [document_text(dataset.corpus[d])], record=dataset.corpus[d])
+            Example([fmt.query(dataset.queries[q])], [fmt.document(dataset.corpus[d])], record=dataset.corpus[d])
             for q, d in dataset.pairs
         ]
     items = [r for r in dataset.corpus.values() if isinstance(r, ItemRecord)]
-    examples = [Example(list(r.bullets), [document_text(r)], record=r) for r in items if r.bullets]
+    examples = [Example(list(r.bullets), [fmt.document(r)], record=r) for r in items if r.bullets]
     if items:
         dataset.stats.leave_out("item without bullet points (no aligned text to train on)", len(items) - len(examples))
         return examples
@@ -157,14 +153,15 @@ def examples_from_dataset(dataset: Any) -> list[Example]:
     )
 
 
-def load_examples(spec: str, split: str | None = None) -> tuple[list[Example], ReadStats]:
-    """``tevatron:PATH`` or any registered ``FORMAT:PATH``."""
+def load_examples(spec: str, split: str | None = None, text_format: TextFormat | None = None,
+                  options: dict[str, Any] | None = None) -> tuple[list[Example], ReadStats]:
+    """``tevatron:PATH`` (texts as written) or any registered ``FORMAT:PATH``."""
     from structret.data import load_dataset
 
     if spec.startswith(f"{TEVATRON}:"):
         return read_training_pairs(spec[len(TEVATRON) + 1:])
-    dataset = load_dataset(spec, split=split)
-    return examples_from_dataset(dataset), dataset.stats
+    dataset = load_dataset(spec, split=split, options=options)
+    return examples_from_dataset(dataset, text_format), dataset.stats
 
 
 # --- objectives --------------------------------------------------------------------------
@@ -508,7 +505,7 @@ def _to(batch: Any, device: torch.device) -> Any:
 
 def create_backbone(recipe: Recipe, weights: str | Path | None = None) -> Any:
     model = str(weights) if weights is not None else recipe.model
-    options = parse_backbone_options(recipe.backbone_options)
+    options = parse_options_field(recipe.backbone_options)
     return get_registry().create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
 
 
@@ -571,7 +568,8 @@ def train(recipe: Recipe, *, resume: bool = False,
         objective.check(backbone)
     if _role(objectives, "corruption"):
         backbone.enable_lm()
-    examples, stats = load_examples(recipe.data, recipe.split)
+    examples, stats = load_examples(recipe.data, recipe.split, TextFormat(recipe.text_format, recipe.aspects),
+                                    parse_options_field(recipe.data_options))
     if accelerator.is_main_process:
         print(stats.summary(), file=sys.stderr)
     if recipe.negatives:

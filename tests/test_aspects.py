@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -402,3 +403,73 @@ def test_aspect_mlm_runs_alone(tmp_path):
 
     with pytest.raises(ObjectiveError, match="runs alone"):
         build_objectives(Recipe(objective="dr+aspect-mlm"))
+
+
+def test_text_format_is_what_training_and_retrieval_both_read(tmp_path, tiny_bert_dir):
+    import json
+    import shutil
+
+    from structret.linearization import TextFormat
+    from structret.retrieval import make_retriever
+    from structret.training import examples_from_dataset
+
+    item = ItemRecord(id="p", title="desk lamp", content="a bright lamp", aspects={"brand": ["Acme"]})
+    query = Query(id="q", text="lamp for my desk")
+    fmt = TextFormat("aspects", "brand,color")
+    assert fmt.document(item) == "[BRAND] Acme [COLOR] [SEP] [C] desk lamp a bright lamp"
+    assert fmt.query(query) == fmt.query("lamp for my desk") == "[BRAND] [COLOR] [SEP] [C] lamp for my desk"
+    assert TextFormat().document(item) == item.text() and TextFormat().query(query) == query.text
+    with pytest.raises(PluginError, match="no text"):
+        TextFormat("dfs")
+
+    from structret.records import Dataset, ReadStats
+
+    dataset = Dataset("d", {"p": item}, {"q": query}, {"q": {"p": 1}}, ReadStats(), pairs=[("q", "p")])
+    (example,) = examples_from_dataset(dataset, fmt)
+    assert example.queries == [fmt.query(query)] and example.positives == [fmt.document(item)]
+
+    # a trained run names its format, and is scored on it
+    final = tmp_path / "run" / "final"
+    shutil.copytree(tiny_bert_dir, final)
+    (final / "structret.json").write_text(json.dumps(
+        {"backbone": "hf-encoder", "recipe": {"text_format": "aspects", "aspects": "brand,color"}}))
+    retriever = make_retriever(str(tmp_path / "run"), show_progress=False)
+    assert retriever.format_document(item) == fmt.document(item)
+    assert retriever.format_query(query) == fmt.query(query)
+
+
+def test_mtbert_classifies_aspects_beside_mlm_and_resumes_exactly(tmp_path, tiny_bert_dir):
+    from safetensors.torch import load_file
+
+    from structret.recipes import Recipe
+    from structret.training import train
+
+    catalog = _catalog(tmp_path / "Packages")
+
+    def recipe(name):
+        return Recipe(objective="mlm+aspect-class", backbone="hf-encoder", model=str(tiny_bert_dir),
+                      data=f"debian-packages:{catalog}", split="all", aspects="section,use",
+                      output=str(tmp_path / name), batch_size=3, max_steps=6, lr=1e-3, checkpoint_every=2,
+                      keep_checkpoints=0, log_every=1, passage_max_len=64)
+
+    class Stop(Exception):
+        pass
+
+    whole = train(recipe("whole"))
+    rows = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["loss/aspect-class"] > 0 for r in rows)
+    counts = json.loads((tmp_path / "whole" / "counts.json").read_text())["aspect-class"]
+    # section: utils and web occur twice (classes); math and editors once (too rare)
+    assert counts["classes of section"] == 2 and counts["classes of use"] == 2
+    assert counts["section: value too rare for a class"] > 0
+    heads = load_file(str(tmp_path / "whole" / "checkpoint-000004" / "trainer" / "objective_heads.safetensors"))
+    assert set(heads) == {f"aspect-class.{a}.{p}" for a in ("section", "use") for p in ("weight", "bias")}
+
+    def stop_at_4(step, logs):
+        if step == 4:
+            raise Stop
+    with pytest.raises(Stop):
+        train(recipe("cut"), callback=stop_at_4)
+    resumed = train(recipe("cut"), resume=True)
+    expected, got = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
+    assert all(torch.equal(expected[k], got[k]) for k in expected)  # the heads were restored too

@@ -211,16 +211,18 @@ def test_mep_masks_every_entity_as_whole_words_on_mlm(tiny_bert_dir):
 def test_mep_on_products_masks_description_words_shared_with_the_title(tiny_bert_dir):
     from structret_backbones.hf import HFEncoder
 
-    from structret.training import document_text
+    from structret.linearization import TextFormat
 
     mep = get_registry().create("objective", "mep")
     item = ItemRecord(id="p", title="Sorted list python book", content="a book to sort a python list")
-    text = document_text(item)
-    found = mep.entities(text, item)
-    assert [e.text for e in found] == ["book", "python", "list"]
-    assert all(text[e.start:e.end] == e.text and e.start > len(item.title) for e in found)  # description only
-    mep.corrupt([text], [item], HFEncoder(tiny_bert_dir), max_length=64, label_max_length=16,
-                rngs=[random.Random(0)])
+    # the record's own text and SANTA's product template ("title : ... text : ...") alike
+    for text in (TextFormat().document(item), TextFormat("product").document(item)):
+        found = mep.entities(text, item)
+        assert [e.text for e in found] == ["book", "python", "list"]
+        assert all(text[e.start:e.end] == e.text and e.start > text.index(item.content) - 1 for e in found)
+        mep.corrupt([text], [item], HFEncoder(tiny_bert_dir), max_length=64, label_max_length=16,
+                    rngs=[random.Random(0)])
+    assert TextFormat("product").document(item) == "title : Sorted list python book text : a book to sort a python list"
 
 
 def test_span_mask_is_seeded_per_passage(tiny_bert_dir):

@@ -325,8 +325,12 @@ class ProductLinearizer:
         return "product()"
 
 
-def aspects(**options: Any) -> AspectLinearizer:
-    return AspectLinearizer(**options)
+def aspects(aspects: Iterable[str] | str | None = None, content_fields: Iterable[str] = CONTENT_FIELDS,
+            query_aspects: bool = False, separator: str = SEPARATOR,
+            value_separator: str = VALUE_SEPARATOR) -> AspectLinearizer:
+    if isinstance(aspects, str):  # "brand,color" from a command line or recipe
+        aspects = [a.strip() for a in aspects.split(",") if a.strip()] or None
+    return AspectLinearizer(aspects, content_fields, query_aspects, separator, value_separator)
 
 
 def product() -> ProductLinearizer:

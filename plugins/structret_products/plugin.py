@@ -23,6 +23,11 @@ def register_objectives(register):
         help="aspect-content mutual prediction: content MLM + aspect->content + content->aspect views (ATTEMPT)",
     )
     register(
+        "aspect-class",
+        "structret_products.classification:aspect_class",
+        help="one classification head per aspect on the pooled vector, beside mlm (MTBERT)",
+    )
+    register(
         "mlm",
         f"{module}:mlm",
         help="BERT MLM on the content (BIBERT), or on the aspects layout (-C), aspects at their own ratio (-C(A))",
