@@ -504,7 +504,12 @@ def _to(batch: Any, device: torch.device) -> Any:
 
 
 def create_backbone(recipe: Recipe, weights: str | Path | None = None) -> Any:
+    from structret.retrieval import trained_model
+
     model = str(weights) if weights is not None else recipe.model
+    trained = trained_model(model) if model else None
+    if trained is not None:  # --model RUN (or a checkpoint): continue from its saved model
+        model = trained[1]
     options = parse_options_field(recipe.backbone_options)
     return get_registry().create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
 

@@ -410,3 +410,8 @@ def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_
     assert trained_model(str(tmp_path)) is None
     retriever = make_retriever(str(tmp_path / "run"), show_progress=False)
     assert isinstance(retriever, DenseRetriever) and retriever.backbone.name == str(final)
+    # and a run directory is where a new run (fine-tuning after pretraining) starts from
+    from structret.recipes import Recipe
+    from structret.training import create_backbone
+
+    assert create_backbone(Recipe(backbone="hf-encoder", model=str(tmp_path / "run"))).name == str(final)
