@@ -24,14 +24,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STRUCTRET_CACHE") or Path.home() / ".cache" / "structret")
 
 
-def default_dataset(split: str | None = None) -> Dataset:
-    """The installed Python standard library, mined once into CodeSearchNet format and cached.
-
-    Zero-shot evaluation trains on none of it, so by default every split is test data:
-    the test split alone (about 400 functions) is too small for CodeSearchNet's
-    1000-pair batches.
-    """
-    from structret.data import load_dataset
+def stdlib_path() -> Path:
+    """The installed Python standard library mined into CodeSearchNet rows (mined once, cached)."""
     from structret.mining import mine
 
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -40,6 +34,20 @@ def default_dataset(split: str | None = None) -> Dataset:
         print(f"mining the Python {version} standard library into {out} (once)", file=sys.stderr)
         report = mine(sysconfig.get_paths()["stdlib"], "python", out, repo=f"cpython-{version}-stdlib")
         print(report.summary(), file=sys.stderr)
+    return out
+
+
+def default_dataset(split: str | None = None) -> Dataset:
+    """The installed Python standard library, mined once into CodeSearchNet format and cached.
+
+    Zero-shot evaluation trains on none of it, so by default every split is test data:
+    the test split alone (about 400 functions) is too small for CodeSearchNet's
+    1000-pair batches.
+    """
+    from structret.data import load_dataset
+
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    out = stdlib_path()
     dataset = load_dataset(f"codesearchnet:{out}", split=split)
     dataset.name = f"Python {version} standard library, mined ({f'{split} split' if split else 'all splits'})"
     print(dataset.stats.summary(), file=sys.stderr)
@@ -80,27 +88,36 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
               limit: int | None = None, show_progress: bool = True) -> BenchResult:
     from structret.retrieval import make_retriever
 
-    if dataset.pairs:
-        protocol = _CodeSearch(dataset, limit)
-    elif dataset.labels:
-        protocol = _Rerank(dataset, limit)
-    else:
-        protocol = _FullRanking(dataset, limit)
+    protocol = make_protocol(dataset, limit)
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
         retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
-        # each system reads records its own way (a run trained on SANTA's product template
-        # is scored on that template); BM25 and zero-shot models read their text()
-        protocol.bind(getattr(retriever, "format_document", _own_text), getattr(retriever, "format_query", _query_text))
-        start = time.perf_counter()
-        print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
-        retriever.fit(protocol.doc_texts)
-        row = protocol.evaluate(retriever)
-        row["seconds"] = time.perf_counter() - start
-        result.rows[system] = row
+        result.rows[system] = evaluate_retriever(protocol, retriever, system)
     result.notes = protocol.notes
     return result
+
+
+def make_protocol(dataset: Dataset, limit: int | None = None):
+    """The papers' protocol for the dataset's shape: code search, graded reranking, or full ranking."""
+    if dataset.pairs:
+        return _CodeSearch(dataset, limit)
+    if dataset.labels:
+        return _Rerank(dataset, limit)
+    return _FullRanking(dataset, limit)
+
+
+def evaluate_retriever(protocol, retriever, system: str) -> dict[str, Any]:
+    """One system's row: index the protocol's documents as the system reads them, then score."""
+    # each system reads records its own way (a run trained on SANTA's product template
+    # is scored on that template); BM25 and zero-shot models read their text()
+    protocol.bind(getattr(retriever, "format_document", _own_text), getattr(retriever, "format_query", _query_text))
+    start = time.perf_counter()
+    print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
+    retriever.fit(protocol.doc_texts)
+    row = protocol.evaluate(retriever)
+    row["seconds"] = time.perf_counter() - start
+    return row
 
 
 def _own_text(record) -> str:

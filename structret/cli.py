@@ -466,21 +466,56 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 
 
 @cli.command()
-@click.option("--data", "-d", "data", help="FORMAT:PATH (default: the installed Python standard library, mined).")
-@click.option("--split", help="Split to evaluate (default: test; for the mined stdlib: all of it).")
-@click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
+@click.option("--data", "-d", "data", multiple=True,
+              help="FORMAT:PATH, repeatable with --recipe (one column group each); with --suite KEY=FORMAT:PATH "
+                   "(e.g. --data code=adv:dataset). Default: the mined Python standard library / the suite's stand-ins.")
+@click.option("--split", help="Split to evaluate with --system (default: test; for the mined stdlib: all of it).")
+@click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE",
+              help="Reader option for every dataset, repeatable (e.g. --data-option limit=2000).")
 @click.option("--system", "-s", "systems", multiple=True,
-              help="A retriever, a backbone, or a run directory of 'structret train'; repeatable (default: bm25 and minilm).")
+              help="A retriever, a backbone, or a run directory of 'structret train'; repeatable (default: bm25 and minilm). "
+                   "Example: --system bm25 --system runs/sda")
+@click.option("--recipe", "-r", "recipes", multiple=True,
+              help="Train this recipe (preset or .toml) on each --data's train split and add it as a row; repeatable. "
+                   "Example: --recipe minilm-code --recipe santa-code --set max_steps=20")
+@click.option("--finetune", metavar="RECIPE",
+              help="Fine-tune each --recipe's run with this recipe (keeps its text_format and aspects). "
+                   "Example: --recipe attempt --finetune attempt-finetune")
+@click.option("--zero-shot", is_flag=True,
+              help="Also score the untrained backbone, and each --recipe without --finetune. "
+                   "Example: --recipe santa-code --finetune santa-code-finetune --zero-shot")
+@click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
+              help="Recipe field for every trained row, repeatable; bounds CPU runs. "
+                   "Example: --set max_steps=50 --set batch_size=16")
+@click.option("--backbone", "-b",
+              help="Train and score every row on this backbone (overrides recipes and stand-ins). "
+                   "Example: --suite santa --data code=adv:dataset --backbone codet5-base")
+@click.option("--suite", type=str, metavar="NAME",
+              help="A paper's table: santa, khan-jang, attempt (or a suite .toml): its rows and columns, the paper's "
+                   "numbers beside the measured ones. Example: --suite khan-jang --set max_steps=20")
+@click.option("--row", "row_labels", multiple=True, metavar="LABEL",
+              help="With --suite: run only these rows (repeatable). Example: --suite attempt --row ATTEMPT --row BIBERT")
+@click.option("--out", "-o", type=click.Path(file_okay=False),
+              help="With --recipe/--suite: write results.json, results.md and results.png here (default: bench-out). "
+                   "Example: --out bench-out/santa")
 @click.option("--batch-size", default=32, show_default=True)
 @click.option("--limit", type=int, help="Use only the first N queries/pairs (quick runs).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Also write the numbers to this JSON file.")
-def bench(data, split, data_options, systems, batch_size, limit, json_out):
-    """Score retrieval systems on a dataset and print one table.
+@click.option("--json", "json_out", type=click.Path(dir_okay=False),
+              help="With --system: also write the numbers to this JSON file.")
+def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, row_labels,
+          out, batch_size, limit, json_out):
+    """Score retrieval systems on datasets and print one table.
 
     Code-search data (one document per query) gets MRR@100 over the full pool
     (CodeXGLUE Adv / SANTA) and CodeSearchNet's 999-distractor MRR; graded data
     (ESCI) gets reranking NDCG with the two- and four-class gains; other qrels get
     nDCG@10 and R@100.
+
+    With --recipe, each recipe is trained on every --data's train split (then
+    --finetune), scored on its test split: rows = systems, columns = dataset x metric.
+    With --suite, the table is a paper's: its rows and columns, the paper's numbers next
+    to the measured ones, offline stand-ins when the paper's data is not given. Trained
+    runs and evaluations are cached (STRUCTRET_CACHE): a re-run recomputes only what changed.
 
     \b
     Examples:
@@ -488,14 +523,54 @@ def bench(data, split, data_options, systems, batch_size, limit, json_out):
       structret bench --data codesearchnet:python/final/jsonl/test --system bm25 --system minilm
       structret bench --data esci:esci-data/shopping_queries_dataset --split test --json esci.json
       structret bench --data codesearchnet:other.jsonl.gz --system minilm --system runs/sda
+      structret bench --recipe minilm-code --recipe khan-jang-minilm-informed --set max_steps=20 --zero-shot
+      structret bench --suite santa --set max_steps=50 --out bench-out/santa
+      structret bench --suite santa --data code=adv:dataset --backbone codet5-base   # the full reproduction
+      structret bench --suite attempt --data-option limit=2000 --set max_steps=20
     """
+    from structret.data import parse_options
+
+    if suite or recipes:
+        from structret import suites as S
+
+        if json_out:
+            raise click.UsageError("--json is for --system tables; with --recipe/--suite use --out DIR (results.json)")
+        runner = S.Runner(batch_size=batch_size, limit=limit)
+        overrides = S.parse_settings(settings)
+        if suite:
+            if recipes or finetune or zero_shot:
+                raise click.UsageError("--suite names its own rows; leave out --recipe, --finetune and --zero-shot")
+            table = S.suite_table(S.load_suite(suite), list(data), data_options=parse_options(data_options),
+                                  settings=overrides, backbone=backbone, runner=runner, rows=list(row_labels) or None)
+        else:
+            if split:
+                raise click.UsageError("--recipe trains on each dataset's train split and scores its test split; "
+                                       "leave out --split")
+            options = parse_options(data_options)
+            datas = [S.DataSpec(d, d, d, options) for d in data] or [
+                S.DataSpec("stdlib", "mined Python stdlib", S.resolve_spec("stdlib"), options, standin=True)]
+            table = S.recipes_table(list(recipes), datas, finetune=finetune, zero_shot=zero_shot, settings=overrides,
+                                    systems=list(systems), runner=runner, backbone=backbone)
+        click.echo(table.markdown())
+        paths = table.write(out or "bench-out")
+        click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']} "
+                   f"(trained {len(runner.trained)}, reused {len(runner.reused_runs)} runs; "
+                   f"evaluated {len(runner.evaluated)}, reused {len(runner.reused_evals)})", err=True)
+        return
+    for flag, given in (("--finetune", finetune), ("--zero-shot", zero_shot), ("--set", settings),
+                        ("--backbone", backbone), ("--row", row_labels), ("--out", out)):
+        if given:
+            raise click.UsageError(f"{flag} goes with --recipe or --suite")
+    if len(data) > 1:
+        raise click.UsageError("--system tables score one --data; give several with --recipe")
+
     from structret.bench import default_dataset, run_bench
 
     systems = list(systems) or ["bm25", "minilm"]
-    if data is None:
+    if not data:
         dataset = default_dataset(split=split)
     else:
-        dataset = _read(data, split or "test", data_options)
+        dataset = _read(data[0], split or "test", data_options)
     result = run_bench(dataset, systems, batch_size=batch_size, limit=limit)
     click.echo(result.markdown())
     if json_out:

@@ -153,7 +153,8 @@ def test_allow_list_limits_loading_to_named_distributions(make_plugin, monkeypat
     assert registry.has("index", "flat") and not registry.has("index", "extra-index")
 
 
-HEAVY = ["torch", "transformers", "tree_sitter", "spacy", "nltk", "hnswlib", "numpy", "bm25s", "pyarrow"]
+HEAVY = ["torch", "transformers", "tree_sitter", "spacy", "nltk", "hnswlib", "numpy", "bm25s", "pyarrow",
+         "matplotlib"]
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["plugins"], ["plugins", "--kind", "backbone"]])

@@ -1,0 +1,280 @@
+"""structret bench --recipe / --suite: tables of trained recipes, the papers' numbers, caching."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from _tiny_models import _WORDS, tiny_bert_dir, one_torch_thread  # noqa: F401  (fixtures)
+from click.testing import CliRunner
+
+from structret import training
+from structret.cli import cli
+from structret.recipes import list_recipes, resolve_recipe
+from structret.suites import BenchTable, Runner, list_suites, load_suite, recipes_table, suite_table, DataSpec
+
+PAPERS = Path("/work/shared/papers")
+
+
+def _function(rng: random.Random, i: int, partition: str) -> dict:
+    name, a, b = (rng.choice(_WORDS) for _ in range(3))
+    doc = [rng.choice(_WORDS) for _ in range(rng.randint(3, 8))] + [f"{name}{i}"]
+    return {"repo": "tiny/repo", "path": f"m{i}.py", "func_name": f"{name}_{i}", "language": "python",
+            "code": f"def {name}{i}({a}_{i}, {b}_{i}):\n    return {a}_{i} + {b}_{i}\n",
+            "docstring_tokens": doc, "docstring": " ".join(doc), "partition": partition, "url": f"https://x/{i}"}
+
+
+@pytest.fixture(scope="module")
+def csn(tmp_path_factory) -> str:
+    """24 train and 12 test functions in one CodeSearchNet-format file (split by 'partition')."""
+    path = tmp_path_factory.mktemp("csn") / "tiny.jsonl.gz"
+    rng = random.Random(0)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i in range(36):
+            f.write(json.dumps(_function(rng, i, "train" if i < 24 else "test")) + "\n")
+    return f"codesearchnet:{path}"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def train_calls(monkeypatch) -> list:
+    calls = []
+    real = training.train
+
+    def counting(recipe, **kwargs):
+        calls.append(recipe)
+        return real(recipe, **kwargs)
+
+    monkeypatch.setattr(training, "train", counting)
+    return calls
+
+
+def _tiny(model: Path) -> list[str]:
+    return [f"--set={kv}" for kv in (f"backbone=hf-encoder", f"model={model}", "max_steps=2", "batch_size=4",
+                                     "query_max_len=16", "passage_max_len=32", "log_every=1")]
+
+
+# --- recipes mode --------------------------------------------------------------------
+
+
+def test_two_recipe_table_end_to_end_and_cached(tmp_path, cache, train_calls, tiny_bert_dir, csn, fresh_registry):
+    mine = tmp_path / "my-sda.toml"
+    mine.write_text('objective = "sda"\nsimilarity = "cos"\ntemperature = 0.05\nlr = 1e-3\n')
+    out = tmp_path / "out"
+    args = ["bench", "--recipe", "minilm-code", "--recipe", str(mine), "--data", csn, "--zero-shot",
+            *_tiny(tiny_bert_dir), "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert len(train_calls) == 2
+    assert all(r.max_steps == 2 and r.backbone == "hf-encoder" and r.split == "train" for r in train_calls)
+    # one table: rows = systems, columns = dataset x metric
+    md = (out / "results.md").read_text()
+    assert "| hf-encoder (untrained) |" in md and "| minilm-code |" in md and "| my-sda |" in md
+    assert f"{csn}: MRR@100 (full pool)" in md
+    table = BenchTable.read_json(out / "results.json")
+    assert [r["label"] for r in table.rows][0] == "hf-encoder (untrained)"
+    assert all(0 <= r["values"][f"{csn}|MRR@100 (full pool)"] <= 1 for r in table.rows)
+    png = out / "results.png"
+    assert png.stat().st_size > 1000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # the same command again: nothing trained, nothing evaluated, the same numbers
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert len(train_calls) == 2
+    assert "trained 0, reused 2 runs; evaluated 0, reused 3" in again.output
+    assert BenchTable.read_json(out / "results.json") == table
+
+    # one recipe field changed: only that row trains and is evaluated again
+    mine.write_text('objective = "sda"\nsimilarity = "cos"\ntemperature = 0.05\nlr = 2e-3\n')
+    third = CliRunner().invoke(cli, args)
+    assert third.exit_code == 0, third.output
+    assert len(train_calls) == 3 and train_calls[-1].lr == 2e-3
+    assert "trained 1, reused 1 runs; evaluated 1, reused 2" in third.output
+
+
+def test_finetune_continues_the_pretraining_run_with_its_text_format(cache, train_calls, tiny_bert_dir, csn,
+                                                                     fresh_registry):
+    settings = {"backbone": "hf-encoder", "model": str(tiny_bert_dir), "max_steps": "2", "batch_size": "4",
+                "query_max_len": "16", "passage_max_len": "32"}
+    runner = Runner(show_progress=False)
+    table = recipes_table(["minilm-code"], [DataSpec(csn, "tiny", csn)], finetune="santa-code-finetune",
+                          zero_shot=True, settings=settings, runner=runner)
+    assert [r["label"] for r in table.rows] == ["hf-encoder (untrained)", "minilm-code (no fine-tuning)",
+                                                 "minilm-code + santa-code-finetune"]
+    pre, ft = train_calls
+    assert ft.model == pre.output and ft.objective == "dr" and ft.lr == 1e-5
+    assert (ft.text_format, ft.aspects, ft.backbone) == (pre.text_format, pre.aspects, pre.backbone)
+    # the pretraining run is shared by the zero-shot row and the fine-tuned one
+    assert len(runner.trained) == 2 and len(runner.reused_runs) == 1
+
+
+def test_existing_system_bench_is_unchanged(fresh_registry, csn):
+    result = CliRunner().invoke(cli, ["bench", "--data", csn, "--system", "bm25"])
+    assert result.exit_code == 0, result.output
+    assert "| bm25 |" in result.output and "seconds" in result.output
+    bad = CliRunner().invoke(cli, ["bench", "--data", csn, "--system", "bm25", "--set", "max_steps=2"])
+    assert bad.exit_code != 0 and "--set goes with --recipe or --suite" in bad.output
+
+
+# --- suites --------------------------------------------------------------------------
+
+
+def test_suites_parse_and_every_row_recipe_exists():
+    assert {"santa", "khan-jang", "attempt"} <= set(list_suites())
+    shipped = set(list_recipes())
+    for name in list_suites():
+        suite = load_suite(name)
+        assert suite.rows and suite.datasets and suite.source
+        for row in suite.rows:
+            assert row.paper, f"{name}: {row.label} has no paper numbers"
+            names = list(row.recipe.values()) + list(row.finetune.values())
+            assert row.paper_only or names or row.block, f"{name}: {row.label} runs nothing"
+            for recipe in names:
+                assert recipe in shipped, f"{name}: {row.label} names unknown recipe {recipe}"
+                resolve_recipe(recipe, {k: v for d in row.set.values() for k, v in d.items()})
+            for key, numbers in row.paper.items():
+                for text in numbers.values():
+                    float(text)
+
+
+def _paper(suite: str, label: str, dataset: str, column: str, block: str = "") -> str:
+    rows = [r for r in load_suite(suite).rows if r.label == label and (not block or r.block == block)]
+    assert len(rows) == 1, (suite, label, block)
+    return rows[0].paper[dataset][column]
+
+
+def test_paper_numbers_are_the_papers():
+    # SANTA Table 3
+    assert _paper("santa", "SANTA (Entity Mask)", "code", "MRR", "Zero-Shot") == "46.08"
+    assert _paper("santa", "T5 (w/ SDA)", "code", "MRR", "Zero-Shot") == "45.01"
+    assert _paper("santa", "SANTA (Span Mask)", "product", "NDCG Four-C", "Fine-Tuning") == "80.99"
+    assert _paper("santa", "T5 (Baseline)", "code", "MRR", "Fine-Tuning") == "39.30"
+    assert _paper("santa", "T5 (w/ MEP)", "product", "NDCG Two-C", "Zero-Shot") == "70.56"
+    # SANTA Table 2
+    assert _paper("santa", "SANTA (Hard Negative)", "product", "NDCG Two-C") == "82.59"
+    assert _paper("santa", "CodeRetriever (AR2)", "code", "MRR") == "46.9"
+    # Khan & Jang Table 6
+    assert _paper("khan-jang", "DFS Sequence + Informed", "code", "MRR") == "0.7209"
+    assert _paper("khan-jang", "Baseline (CodeSearchNet Challenge)", "code", "MRR") == "0.6922"
+    assert _paper("khan-jang", "DFS Sequence", "code", "MRR") == "0.5766"
+    # ATTEMPT Table 1
+    assert _paper("attempt", "ATTEMPT", "ma-amazon", "r@500") == "0.7924"
+    assert _paper("attempt", "BIBERT", "alipay", "ndcg@50") == "0.2033"
+    assert _paper("attempt", "BIBERT-C(A)", "alipay", "r@100") == "0.4611"
+    assert _paper("attempt", "MTBERT-C", "ma-amazon", "ndcg@50") == "0.3997"
+    assert _paper("attempt", "Condenser", "alipay", "r@500") == "0.6423"
+
+
+@pytest.mark.skipif(not PAPERS.is_dir(), reason="the papers' text is not on this machine")
+def test_every_paper_number_occurs_in_the_paper_text():
+    files = {"santa": "santa-sda-mep.md", "khan-jang": "khan-jang-informed-attention.md",
+             "attempt": "attempt-aspect-mlm.md"}
+    for name, file in files.items():
+        text = (PAPERS / file).read_text()
+        for row in load_suite(name).rows:
+            for numbers in row.paper.values():
+                for value in numbers.values():
+                    assert value in text, f"{name}: {row.label} {value} is not in {file}"
+
+
+def test_a_suite_table_with_paper_and_measured_columns(tmp_path, cache, train_calls, tiny_bert_dir, csn,
+                                                       fresh_registry):
+    suite = tmp_path / "mini.toml"
+    suite.write_text(f'''
+name = "mini"
+title = "Mini table"
+paper = "nobody, 2024"
+source = "Table 9"
+[[datasets]]
+key = "code"
+label = "Code"
+formats = ["codesearchnet"]
+backbone = "hf-encoder"
+standin_data = "{csn}"
+standin_label = "tiny CSN stand-in"
+metrics = [{{ label = "MRR", measured = "MRR 999 distractors (query ranks codes)", fallback = "MRR@100 (full pool)" }}]
+[[datasets]]
+key = "shop"
+label = "Shop"
+formats = ["esci"]
+unavailable = "no shop data here"
+metrics = [{{ label = "NDCG", measured = "NDCG@100 two-class" }}]
+[[rows]]
+label = "untrained"
+paper = {{ code = {{ MRR = "1.00" }} }}
+[[rows]]
+label = "sda"
+recipe = "minilm-code"
+paper = {{ code = {{ MRR = "40.0" }}, shop = {{ NDCG = "70.1" }} }}
+[[rows]]
+label = "sda + dr"
+recipe = "minilm-code"
+finetune = "santa-code-finetune"
+paper = {{ code = {{ MRR = "45.5" }} }}
+[[rows]]
+label = "theirs"
+paper_only = "another paper's model"
+paper = {{ code = {{ MRR = "50.0" }} }}
+''')
+    out = tmp_path / "out"
+    args = ["bench", "--suite", str(suite), "--set", f"model={tiny_bert_dir}", "--backbone", "hf-encoder",
+            *[a for a in _tiny(tiny_bert_dir) if "backbone=" not in a and "model=" not in a], "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert len(train_calls) == 2  # minilm-code once (shared by two rows), the fine-tuning once
+    table = BenchTable.read_json(out / "results.json")
+    headers = [c["header"] for c in table.columns]
+    assert headers[0] == "Code MRR — paper"
+    assert headers[1].startswith("Code MRR — measured here (tiny CSN stand-in; backbone hf-encoder; budget max_steps=2")
+    assert headers[2] == "Shop NDCG — paper"
+    assert headers[3] == "Shop NDCG — measured here (cannot run, see below)"
+    assert "Shop: cannot run: no shop data here" in table.caption
+    rows = {r["label"]: r for r in table.rows}
+    assert rows["sda"]["paper"] == {"code|MRR|paper": "40.0", "shop|NDCG|paper": "70.1"}
+    # 12 test pairs: the 999-distractor MRR is n/a, so the fallback column is used and marked
+    assert rows["sda"]["marks"] == ["code|MRR"] and 0 <= rows["sda"]["values"]["code|MRR"] <= 1
+    assert rows["theirs"]["values"]["code|MRR"] is None and rows["sda"]["values"]["shop|NDCG"] is None
+    md = (out / "results.md").read_text()
+    assert "| theirs | 50.0 | — | — | — |" in md
+    assert "| sda | 40.0 | " in md and "* |" in md and "| 70.1 | n/a |" in md
+    assert "Offline stand-ins used (Code → tiny CSN stand-in)" in md and "Paper: nobody, 2024, Table 9" in md
+    assert (out / "results.png").stat().st_size > 1000
+
+
+def test_data_is_matched_to_suite_datasets():
+    from structret.suites import SuiteError, assign_data
+
+    santa = load_suite("santa")
+    assert assign_data(santa, ["adv:dataset", "product=esci:shop"]) == {"code": "adv:dataset", "product": "esci:shop"}
+    assert assign_data(santa, ["esci:shop"]) == {"product": "esci:shop"}
+    with pytest.raises(SuiteError, match="cannot tell which"):
+        assign_data(santa, ["beir:x"])
+    with pytest.raises(SuiteError, match="no dataset 'docs'"):
+        assign_data(santa, ["docs=beir:x"])
+
+
+def test_suite_rows_for_one_shipped_suite_on_tiny_data(tmp_path, cache, train_calls, tiny_bert_dir, csn,
+                                                      fresh_registry):
+    settings = {"model": str(tiny_bert_dir), "max_steps": "2", "batch_size": "4", "query_max_len": "16",
+                "passage_max_len": "32"}
+    table = suite_table(load_suite("santa"), [f"code={csn}"], settings=settings, backbone="hf-encoder",
+                        runner=Runner(show_progress=False), rows=["T5 (Baseline)", "T5 (w/ SDA)"])
+    # both blocks of both rows: zero-shot baseline (untrained), fine-tuned baseline, SDA, SDA + fine-tuning
+    assert [(r["label"], r["block"]) for r in table.rows] == [
+        ("T5 (Baseline)", "Zero-Shot"), ("T5 (w/ SDA)", "Zero-Shot"),
+        ("T5 (Baseline)", "Fine-Tuning"), ("T5 (w/ SDA)", "Fine-Tuning")]
+    assert [r.objective for r in train_calls] == ["sda", "dr", "dr"]
+    assert all(r["values"]["code|MRR"] is not None for r in table.rows)
+    assert all(r["values"]["product|NDCG Two-C"] is None for r in table.rows)
+    assert "cannot run: needs ESCI" in table.caption
+    assert "Offline stand-ins" not in table.caption  # the code data was given
+    md = table.markdown()
+    assert "| *Zero-Shot* |" in md and "| *Fine-Tuning* |" in md
