@@ -35,3 +35,22 @@ def make_plugin(tmp_path, monkeypatch, fresh_registry):
         return site
 
     yield make
+
+
+# --- hypothesis profiles (tests/test_properties.py) ------------------------------------------
+# "fast" (the default) keeps a plain `pytest` run short; "thorough" tries 10,000 inputs per test:
+#   HYPOTHESIS_PROFILE=thorough python -m pytest tests/test_properties.py --hypothesis-show-statistics
+# No example database: nothing is written into the working tree.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is in the `test` extra; without it only test_properties.py is skipped
+    pass
+else:
+    _SLOW_INPUTS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+    settings.register_profile("fast", max_examples=15, deadline=None, database=None,
+                              suppress_health_check=_SLOW_INPUTS)
+    settings.register_profile("thorough", max_examples=10_000, deadline=None, database=None,
+                              suppress_health_check=_SLOW_INPUTS)
+    import os as _os
+
+    settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "fast"))

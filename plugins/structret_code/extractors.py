@@ -12,6 +12,7 @@ Code they cannot read gives no entities and is counted in ``extractor.failures``
 from __future__ import annotations
 
 import keyword
+import time
 import tokenize
 from collections import Counter
 
@@ -124,7 +125,11 @@ class TreeSitterIdentifiers:
         grammar = self._grammar(language)
         data = text.encode("utf-8", "surrogatepass")
         tagged = language == "php" and text.lstrip().startswith("<?")  # a whole PHP file, not a snippet
-        nodes = grammar.identifiers(data, tagged)
+        try:
+            nodes = grammar.identifiers(data, tagged)
+        except ParseTimeout as exc:
+            self.failures[f"{language}: {exc}"] += 1
+            return []
         if nodes is None:
             self.failures[f"{language}: tree-sitter could not parse it"] += 1
             return []
@@ -188,12 +193,12 @@ class _Grammar:
         Query + QueryCursor (which also needs a sort); parsing itself costs more than both.
         """
         parser, kind_ids = self.tagged if tagged else self.plain
-        root = parser.parse(data).root_node
+        root = parse(parser, data).root_node
         low, high = 0, len(data)
         if root.has_error and self.language in CLASS_WRAPPERS and not tagged:
             before, after = (part.encode() for part in CLASS_WRAPPERS[self.language])
             low, high = len(before), len(before) + len(data)
-            root = parser.parse(before + data + after).root_node
+            root = parse(parser, before + data + after).root_node
         if root.has_error:
             return None
         found = []
@@ -209,6 +214,32 @@ class _Grammar:
             while not cursor.goto_next_sibling():
                 if not cursor.goto_parent():
                     return found
+
+
+# tree-sitter's error recovery can take minutes on megabytes of garbage (2 MB of "x x x ..."
+# as Java: 30 s): a parse that runs longer is cancelled, and the text counts as a failure
+PARSE_SECONDS = 5.0
+
+
+class ParseTimeout(Exception):
+    """tree-sitter ran out of time (PARSE_SECONDS); the message is the failure reason."""
+
+
+def parse(parser, data: bytes):
+    """``parser.parse(data)``, cancelled after PARSE_SECONDS (raising ParseTimeout)."""
+    deadline = time.monotonic() + PARSE_SECONDS
+    try:
+        # the progress callback that can cancel a parse is only called when reading through a callback
+        tree = parser.parse(lambda byte, _point: data[byte : byte + 65536],
+                            progress_callback=lambda *_: time.monotonic() > deadline)
+    except ValueError:  # "Parsing failed": the callback cancelled it
+        if time.monotonic() <= deadline:
+            raise
+        tree = None
+    if tree is None:
+        parser.reset()  # else the next parse would resume this one
+        raise ParseTimeout(f"tree-sitter gave up after {PARSE_SECONDS:g} s")
+    return tree
 
 
 def _generic_types(language) -> frozenset[str]:

@@ -89,7 +89,7 @@ from typing import Any
 
 from structret.errors import PluginError
 from structret.records import Sequence
-from structret_code.extractors import CLASS_WRAPPERS, language_name
+from structret_code.extractors import CLASS_WRAPPERS, ParseTimeout, language_name, parse
 from structret_code.pytokens import python_tokens
 
 # --- identifier splitting ------------------------------------------------------------
@@ -491,13 +491,16 @@ class _TreeSitter:
         data = code.encode("utf-8", "surrogatepass")
         tagged = self.language == "php" and code.lstrip().startswith("<?")  # a whole PHP file
         grammar = self.tagged if tagged else self.plain
-        root = grammar.parser.parse(data).root_node
-        low, high = 0, len(data)
-        if root.has_error and self.language in CLASS_WRAPPERS and not tagged:
-            before, after = (part.encode() for part in CLASS_WRAPPERS[self.language])
-            low, high = len(before), len(before) + len(data)
-            data = before + data + after
-            root = grammar.parser.parse(data).root_node
+        try:
+            root = parse(grammar.parser, data).root_node
+            low, high = 0, len(data)
+            if root.has_error and self.language in CLASS_WRAPPERS and not tagged:
+                before, after = (part.encode() for part in CLASS_WRAPPERS[self.language])
+                low, high = len(before), len(before) + len(data)
+                data = before + data + after
+                root = parse(grammar.parser, data).root_node
+        except ParseTimeout as exc:
+            raise _Unreadable(str(exc)) from None
         if root.has_error:
             raise _Unreadable("tree-sitter could not parse it")
         return _Parsed(grammar, data, root, low, high)

@@ -65,7 +65,7 @@ def iter_jsonl(path: str, stats: ReadStats, display: str | None = None) -> Itera
                     continue
                 try:
                     row = json.loads(text)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: a line nested thousands deep
                     stats.skip(where, "bad JSON")
                     continue
                 if not isinstance(row, dict):

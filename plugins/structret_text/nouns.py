@@ -16,6 +16,7 @@ stray symbol a tagger calls ``NNP`` is not something to mask.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Callable, Iterable, Iterator
 
 from structret.errors import PluginError
@@ -102,10 +103,19 @@ class SpacyNouns(_ReadsItems):
     def __init__(self, model: str = "en_core_web_sm", nlp: Callable | None = None):
         self.model = model
         self.nlp = nlp if nlp is not None else _spacy_pipeline(model)
+        self.failures: Counter = Counter()  # texts spaCy cannot take, by reason (one text, not the corpus)
 
     def extract(self, text: str, language: str | None = None, title: str | None = None) -> list[Entity]:
         """Entities of the description ``text``; ``title`` is the product's title, if known."""
-        return _title_rule(self._tagged(text), self._tagged(title) if title else [])
+        limit = getattr(self.nlp, "max_length", None)
+        if isinstance(limit, int) and max(len(text), len(title or "")) > limit:
+            self.failures[f"longer than the spaCy pipeline's max_length ({limit} characters)"] += 1
+            return []
+        try:
+            return _title_rule(self._tagged(text), self._tagged(title) if title else [])
+        except UnicodeEncodeError:  # spaCy stores every token as UTF-8, which a lone surrogate is not
+            self.failures["a lone surrogate (not encodable as UTF-8)"] += 1
+            return []
 
     def _tagged(self, text: str) -> list[Tagged]:
         doc = self.nlp(text)
