@@ -31,6 +31,7 @@ import re
 import shutil
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -101,15 +102,23 @@ def read_training_pairs(path: str) -> tuple[list[Example], ReadStats]:
     stats = ReadStats(source=f"{TEVATRON} {path}")
     examples: list[Example] = []
     opener = gzip.open if file.name.endswith(".gz") else open
+    lineno = 0
     try:
-        with opener(file, "rt", encoding="utf-8") as lines:
+        # surrogateescape: a line that is not UTF-8 is skipped below, not the whole file lost
+        with opener(file, "rt", encoding="utf-8", errors="surrogateescape") as lines:
             for lineno, line in enumerate(lines, 1):
                 where = f"{file.name}:{lineno}"
                 if not line.strip():
                     continue
+                if not line.isascii():
+                    try:
+                        line.encode("utf-8")
+                    except UnicodeEncodeError:
+                        stats.skip(where, "undecodable bytes")
+                        continue
                 try:
                     row = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):  # RecursionError: nested thousands deep
                     stats.skip(where, "not JSON")
                     continue
                 if not isinstance(row, dict):
@@ -119,6 +128,11 @@ def read_training_pairs(path: str) -> tuple[list[Example], ReadStats]:
                 if not isinstance(query, str) or not query.strip():
                     stats.skip(where, "missing or empty 'query'")
                     continue
+                wrong = next((k for k in ("positive_passages", "negative_passages")
+                              if not isinstance(row.get(k) or [], list)), None)
+                if wrong:  # a passage list that is a string, a number, an object ...
+                    stats.skip(where, f"'{wrong}' is not a list")
+                    continue
                 positives = [p for p in map(_passage, row.get("positive_passages") or []) if p]
                 if not positives:
                     stats.skip(where, "no positive passage with text")
@@ -126,21 +140,39 @@ def read_training_pairs(path: str) -> tuple[list[Example], ReadStats]:
                 negatives = [p for p in map(_passage, row.get("negative_passages") or []) if p]
                 stats.use()
                 examples.append(Example([query.strip()], positives, negatives))
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DataError(f"{TEVATRON}: cannot read {path} ({exc}).") from None
+    except (OSError, EOFError, zlib.error) as exc:  # a .gz that is not gzip, truncated or corrupt
+        raise DataError(
+            f"{TEVATRON}: cannot read {path} at line {lineno + 1} ({exc}); the file is truncated or corrupt. "
+            f"Write it again (e.g. rerun 'structret negatives'), or cut it before that line."
+        ) from None
     return examples, stats
 
 
 def examples_from_dataset(dataset: Any, text_format: TextFormat | None = None) -> list[Example]:
-    """Aligned pairs (code search: docstring -> code), else products with bullet points
-    (SANTA: a random bullet point -> the product's title and description). Texts are what
-    ``text_format`` makes of the records, exactly what retrieval will encode."""
+    """Aligned pairs (code search: docstring -> code), else judged queries (a query -> its
+    relevant documents), else products with bullet points (SANTA's pretraining: a random
+    bullet point -> the product's title and description). Texts are what ``text_format``
+    makes of the records, exactly what retrieval will encode."""
     fmt = text_format or TextFormat()
     if dataset.pairs:
         return [
             Example([fmt.query(dataset.queries[q])], [fmt.document(dataset.corpus[d])], record=dataset.corpus[d])
             for q, d in dataset.pairs
         ]
+    judged = [q for q in dataset.queries if dataset.qrels.get(q)]
+    if judged:
+        # judged queries (ESCI, BEIR): each query -> its relevant documents, and for graded
+        # labels only the top one (ESCI's Exact: SANTA's fine-tuning positives)
+        threshold = max(dataset.labels) if dataset.labels else 1
+        examples = []
+        for q in judged:
+            positives = [d for d, level in dataset.qrels[q].items() if level >= threshold and d in dataset.corpus]
+            if not positives:
+                dataset.stats.leave_out("query without a relevant document to train on")
+                continue
+            examples.append(Example([fmt.query(dataset.queries[q])], [fmt.document(dataset.corpus[d]) for d in positives],
+                                    record=dataset.corpus[positives[0]]))
+        return examples
     items = [r for r in dataset.corpus.values() if isinstance(r, ItemRecord)]
     examples = [Example(list(r.bullets), [fmt.document(r)], record=r) for r in items if r.bullets]
     if items:

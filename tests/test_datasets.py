@@ -544,3 +544,17 @@ def test_strip_python_docstring(code, expected):
     from structret_datasets._docstring import strip_python_docstring
 
     assert strip_python_docstring(code) == expected
+
+
+def test_esci_queries_train_on_their_exact_products(esci_dir):
+    from structret.linearization import TextFormat
+    from structret.training import examples_from_dataset
+
+    ds = esci.read(str(esci_dir))
+    examples = examples_from_dataset(ds, TextFormat("product"))
+    # query 101 judged E, S, C and I: only the Exact product is a positive (SANTA's fine-tuning)
+    assert [(e.queries, len(e.positives)) for e in examples] == [(["aa batteries 100 pack"], 1),
+                                                                  (["wireless earbuds for iphone"], 1)]
+    exact = ds.corpus["B00MNV8E0C"]
+    assert examples[0].positives == [f"title : {exact.title} text : {exact.content}"]
+    assert examples[0].record is exact

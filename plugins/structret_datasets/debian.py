@@ -403,7 +403,8 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
         # every package stays in the corpus (all used): the test queries rank the whole catalog
         return Dataset(name=READER, corpus=corpus, queries={n: queries[n] for n in corpus if n in test},
                        qrels={n: {n: 1} for n in corpus if n in test}, stats=stats, metrics=METRICS)
-    stats.leave_out("test-split package", len(test))
+    if test:
+        stats.leave_out("test-split package", len(test))
     stats.used -= len(test)
     kept = {n: r for n, r in corpus.items() if n not in test}
     return Dataset(name=READER, corpus=kept, queries={n: queries[n] for n in kept},
