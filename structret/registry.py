@@ -20,7 +20,7 @@ from typing import Any, Callable
 import pluggy
 
 from structret import hookspecs
-from structret.errors import PluginError
+from structret.errors import PluginError, StructretError
 
 ENTRY_POINT_GROUP = "structret"
 ALLOW_ENV = "STRUCTRET_LOAD_PLUGINS"
@@ -141,7 +141,7 @@ class Registry:
         try:
             signature = inspect.signature(factory)
         except (TypeError, ValueError):  # some builtins have no signature; let the call decide
-            return factory(*args, **kwargs)
+            return _checked(entry, _call(entry, factory, args, kwargs))
         try:
             signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -154,7 +154,7 @@ class Registry:
                 f"{kind} '{name}' (from distribution '{entry.distribution}'): {exc}.{hint} "
                 f"Options it accepts: {', '.join(accepted) or '(none)'}."
             ) from None
-        return factory(*args, **kwargs)
+        return _checked(entry, _call(entry, factory, args, kwargs))
 
     def names(self, kind: str) -> list[str]:
         """Primary names of one kind (aliases left out), sorted."""
@@ -163,6 +163,44 @@ class Registry:
     def all(self) -> list[PluginEntry]:
         seen = {id(e): e for table in self.entries.values() for e in table.values()}
         return sorted(seen.values(), key=lambda e: (e.kind, e.name))
+
+
+# what an object of each kind must have (the hookspecs document the full shape)
+SHAPES: dict[str, tuple[str, ...]] = {
+    "dataset": ("corpus", "queries", "qrels", "stats"),
+    "backbone": ("name", "dim", "capabilities", "encode"),
+    "index": ("add", "search", "save"),
+    "retriever": ("fit", "score"),
+    "miner": ("extensions", "functions"),
+    "extractor": ("extract",),
+    "linearizer": ("linearize",),
+    "objective": ("name", "role", "check"),
+}
+
+
+def _call(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """The factory's result; an error that is not structret's own (a plugin's bug, or a
+    library failing inside it) is reported with the plugin and its distribution."""
+    try:
+        return factory(*args, **kwargs)
+    except StructretError:
+        raise  # already a sentence for the user
+    except Exception as exc:
+        raise PluginError(
+            f"{entry.kind} '{entry.name}' (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
+            f"failed while being created: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _checked(entry: PluginEntry, made: Any) -> Any:
+    missing = [attr for attr in SHAPES.get(entry.kind, ()) if not hasattr(made, attr)]
+    if missing:
+        raise PluginError(
+            f"{entry.kind} '{entry.name}' (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
+            f"returned {type(made).__name__}, which has no {', '.join(missing)}; a {entry.kind} needs "
+            f"{', '.join(SHAPES[entry.kind])} (see register_{entry.kind}s in structret/hookspecs.py)."
+        )
+    return made
 
 
 def _allowed() -> set[str] | None:

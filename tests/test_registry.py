@@ -37,16 +37,52 @@ def test_every_hook_is_documented_and_has_a_kind():
 
 def test_every_kind_is_exercised_by_a_plugin_in_the_tests(make_plugin):
     # datasette-style: a hook nobody calls in a test is a hook that can silently break
+    probe = ("class Probe:\n    def __init__(self, **options):\n        self.options = options\n"
+             "    def __getattr__(self, name):  # has every attribute any kind needs\n        return None\n")
     body = "\n".join(
-        f"@hookimpl\ndef {hook}(register):\n    register('probe-{kind}', dict, help='{kind} probe')\n"
+        f"@hookimpl\ndef {hook}(register):\n    register('probe-{kind}', Probe, help='{kind} probe')\n"
         for kind, hook in KINDS.items()
     )
-    make_plugin("probe-dist", "probe_plugin", "from structret import hookimpl\n" + body)
+    make_plugin("probe-dist", "probe_plugin", "from structret import hookimpl\n" + probe + body)
     registry = get_registry()
     for kind in KINDS:
         entry = registry.get(kind, f"probe-{kind}")
         assert entry.distribution == "probe-dist"
-        assert registry.create(kind, f"probe-{kind}", a=1) == {"a": 1}
+        assert registry.create(kind, f"probe-{kind}", a=1).options == {"a": 1}
+
+
+def test_a_factory_that_raises_or_returns_the_wrong_thing_is_named(make_plugin):
+    make_plugin("shaky-dist", "shaky_plugin", """
+        from structret import hookimpl
+        from structret.errors import DataError
+
+        def broken(**options):
+            return {}["missing"]
+
+        def wrong(**options):
+            return "not an extractor"
+
+        def polite(**options):
+            raise DataError("a sentence for the user")
+
+        @hookimpl
+        def register_extractors(register):
+            register("broken", broken)
+            register("wrong", wrong)
+            register("polite", polite)
+    """)
+    registry = get_registry()
+    with pytest.raises(PluginError, match=r"extractor 'broken' \(plugin 'shaky_plugin' from distribution "
+                                          r"'shaky-dist'\) failed while being created: KeyError"):
+        registry.create("extractor", "broken")
+    with pytest.raises(PluginError, match=r"extractor 'wrong' .*'shaky-dist'\) returned str, which has no extract"):
+        registry.create("extractor", "wrong")
+    from structret.errors import DataError
+
+    with pytest.raises(DataError, match="^a sentence for the user$"):  # structret's own errors pass through
+        registry.create("extractor", "polite")
+    # and the other plugins are unaffected
+    assert registry.create("extractor", "python-tokenize") is not None
 
 
 def test_duplicate_name_fails_naming_both_distributions(make_plugin):
