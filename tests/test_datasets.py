@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _esci_files import EXAMPLE_NAMES, PRODUCT_NAMES, write_parquet
 
 from structret.errors import DataError
 from structret.records import CodeRecord, ItemRecord, TextRecord
@@ -335,17 +336,6 @@ PRODUCTS = [
     ("B08KT2Z93D", "Zapatillas de running para hombre", "Zapatillas ligeras.", "Suela de goma", "Adidas", "Negro", "es"),
     ("B08F7PTF53", "ワイヤレスイヤホン Bluetooth 5.0", "高音質", "防水", "Anker", "ブラック", "jp"),
 ]
-EXAMPLE_NAMES = ["example_id", "query", "query_id", "product_id", "product_locale", "esci_label",
-                 "small_version", "large_version", "split"]
-PRODUCT_NAMES = ["product_id", "product_title", "product_description", "product_bullet_point",
-                 "product_brand", "product_color", "product_locale"]
-
-
-def write_parquet(path: Path, names: list[str], rows: list[tuple]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)}), path)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _esci_files import EXAMPLE_NAMES, PRODUCT_NAMES, write_parquet
 
 from structret.errors import DataError
 from structret.records import ItemRecord
@@ -63,17 +64,6 @@ PRODUCTS = [
     ("B0LAMP0009", "Floor Lamp", "Tall lamp.", "Floor standing", "Brightech", "Black", "us"),
     ("B0LAMP0011", "Tiny Lamp", "Small lamp.", "Tiny", "Acme", "Red", "us"),
 ]
-EXAMPLE_NAMES = ["example_id", "query", "query_id", "product_id", "product_locale", "esci_label",
-                 "small_version", "large_version", "split"]
-PRODUCT_NAMES = ["product_id", "product_title", "product_description", "product_bullet_point",
-                 "product_brand", "product_color", "product_locale"]
-
-
-def write_parquet(path: Path, names: list[str], rows: list[tuple]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)}), path)
 
 
 @pytest.fixture(scope="module")
