@@ -13,6 +13,9 @@ from typing import Any, Iterator
 from structret.errors import ArtifactError
 
 META_FILE = "structret.json"
+# sizes and sha256 of every file of an artifact, written last: a truncated or damaged file
+# is caught on load instead of surfacing as a numpy or safetensors error
+CHECKSUMS_FILE = "checksums.json"
 
 
 @contextlib.contextmanager
@@ -26,6 +29,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
         yield tmp
+        write_checksums(tmp)
         old = None
         if final.exists():
             old = final.with_name(f".{final.name}.old")
@@ -37,6 +41,55 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(directory: Path) -> list[Path]:
+    # structret.json is left out: its fields are checked one by one on load (read_meta), with
+    # messages that say which field disagrees
+    return sorted(p for p in directory.rglob("*")
+                  if p.is_file() and p.relative_to(directory).as_posix() not in (CHECKSUMS_FILE, META_FILE))
+
+
+def write_checksums(directory: str | os.PathLike) -> None:
+    directory = Path(directory)
+    sums = {p.relative_to(directory).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+            for p in _files(directory)}
+    (directory / CHECKSUMS_FILE).write_text(json.dumps(sums, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def verify_checksums(directory: str | os.PathLike) -> None:
+    """Raise ArtifactError if a file listed in ``checksums.json`` is missing, truncated or
+    changed. Artifacts written before checksums existed (no such file) pass."""
+    directory = Path(directory)
+    file = directory / CHECKSUMS_FILE
+    if not file.is_file():
+        return
+    try:
+        sums = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ArtifactError(f"{file} is damaged (not JSON); the artifact cannot be checked. Rebuild it.") from None
+    for name, want in sorted(sums.items()):
+        path = directory / name
+        if not path.is_file():
+            raise ArtifactError(f"{path} is missing from the artifact {directory}; it was deleted or the copy was "
+                                f"incomplete. Rebuild it (or copy it again).")
+        size = path.stat().st_size
+        if size != want["bytes"]:
+            raise ArtifactError(f"{path} has {size} bytes but was saved with {want['bytes']}: it is truncated or "
+                                f"overwritten. Rebuild the artifact (or copy it again).")
+        if _sha256(path) != want["sha256"]:
+            raise ArtifactError(f"{path} does not match the checksum it was saved with: the file is damaged. "
+                                f"Rebuild the artifact (or copy it again).")
 
 
 def write_meta(directory: str | os.PathLike, meta: dict[str, Any]) -> None:
@@ -52,6 +105,7 @@ def read_meta(directory: str | os.PathLike, **expected: Any) -> dict[str, Any]:
             f"{directory} is not a structret artifact: {META_FILE} is missing. "
             f"Was it written by 'structret index' or 'structret encode'?"
         )
+    verify_checksums(directory)
     try:
         meta = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -72,7 +72,12 @@ def trained_model(path: str) -> tuple[str, str, dict] | None:
     except (OSError, ValueError):
         return None
     backbone = meta.get("backbone")
-    return (backbone, str(directory), meta.get("recipe") or {}) if backbone else None
+    if not backbone:
+        return None
+    from structret.artifacts import verify_checksums
+
+    verify_checksums(directory)  # a truncated copy of a model fails here, with a sentence
+    return backbone, str(directory), meta.get("recipe") or {}
 
 
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,

@@ -42,8 +42,8 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from structret.artifacts import atomic_dir, write_meta
-from structret.errors import DataError, StructretError
+from structret.artifacts import atomic_dir, verify_checksums, write_meta
+from structret.errors import ArtifactError, DataError, StructretError
 from structret.linearization import TextFormat
 from structret.recipes import (
     ObjectiveError,
@@ -587,6 +587,11 @@ def train(recipe: Recipe, *, resume: bool = False,
     checkpoint = found[-1] if resume and found else None
     if checkpoint is not None:
         _check_resumable(run, recipe)
+        try:
+            verify_checksums(checkpoint)
+        except ArtifactError as exc:
+            earlier = f" to resume from {found[-2].name}" if len(found) > 1 else ""
+            raise TrainingError(f"{exc} Delete {checkpoint}{earlier}.") from None
 
     accelerator = make_accelerator(recipe)
     rank, world = accelerator.process_index, accelerator.num_processes

@@ -222,3 +222,26 @@ def test_interrupted_save_keeps_previous_index(tmp_path, data, cls, monkeypatch)
     np.testing.assert_array_equal(got[0], expected[0])
     assert got[1] == expected[1]
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no half-written directory left behind
+
+
+def test_a_truncated_or_damaged_artifact_is_caught_by_its_checksums(tmp_path):
+    import numpy as np
+
+    from structret.artifacts import CHECKSUMS_FILE, verify_checksums
+    from structret.errors import ArtifactError
+    from structret.indexing import load_index
+    from structret.registry import get_registry
+
+    index = get_registry().create("index", "flat", 8)
+    index.add([f"d{i}" for i in range(20)], np.random.default_rng(0).standard_normal((20, 8)).astype("float32"))
+    index.save(str(tmp_path / "idx"))
+    assert (tmp_path / "idx" / CHECKSUMS_FILE).is_file()
+    load_index(str(tmp_path / "idx"))  # intact: loads
+    vectors = next(p for p in (tmp_path / "idx").iterdir() if p.suffix == ".npy")
+    data = vectors.read_bytes()
+    vectors.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArtifactError, match=r"has \d+ bytes but was saved with \d+: it is truncated"):
+        load_index(str(tmp_path / "idx"))
+    vectors.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, one bit flipped
+    with pytest.raises(ArtifactError, match="does not match the checksum"):
+        verify_checksums(tmp_path / "idx")

@@ -415,3 +415,17 @@ def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_
     from structret.training import create_backbone
 
     assert create_backbone(Recipe(backbone="hf-encoder", model=str(tmp_path / "run"))).name == str(final)
+
+
+def test_a_damaged_checkpoint_stops_resume_with_what_to_do(tmp_path, tiny_bert_dir, csn_train):
+    recipe = _recipe(tmp_path / "run", tiny_bert_dir, csn_train, objective="sda", max_steps=4, checkpoint_every=2)
+
+    def stop_after_2(step, logs):
+        if step == 2:
+            raise Interrupt
+    with pytest.raises(Interrupt):
+        train(recipe, callback=stop_after_2)
+    weights = Path(recipe.output) / "checkpoint-000002" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(TrainingError, match=r"model.safetensors has 100 bytes .* Delete .*checkpoint-000002"):
+        train(recipe, resume=True)
