@@ -124,7 +124,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     def strict(self) -> bool:
         return bool(self.informed_layers and self.informed["strict"])
 
-    def _forward_inputs(self, batch: Any, kind: str) -> tuple[dict[str, Any], Any]:
+    def _forward_inputs(self, batch: Any) -> tuple[dict[str, Any], Any]:
         inputs = {name: batch[name] for name in self._inputs if name in batch}
         if not self.informed_layers:
             return inputs, None
@@ -171,7 +171,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
-        inputs, call = self._forward_inputs(batch, kind)
+        inputs, call = self._forward_inputs(batch)
         hidden = self.model(**inputs).last_hidden_state
         self._informed_done(call, kind)
         vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
@@ -194,7 +194,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         setattr(lm, prefix, self.model)  # the head now reads the encoder that embeds queries
 
     def _lm_forward(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs, call = self._forward_inputs(batch, "document")
+        inputs, call = self._forward_inputs(batch)
         head = self._mlm_head()
         if head is None:
             if "label_weights" in batch:
