@@ -393,8 +393,7 @@ def is_test(name: str) -> bool:
 def read(path: str, *, split: str | None = None, **options) -> Dataset:
     check_options(READER, options, OPTIONS)
     split = check_choice(READER, "split", split or "all", ("all", "test", "train"))
-    catalog = _read_catalog(path, options)
-    corpus, queries, pairs, stats = catalog
+    corpus, queries, pairs, stats = _read_catalog(path, options)
     if split == "all":
         return Dataset(name=READER, corpus=corpus, queries=queries, qrels={n: {n: 1} for n in corpus},
                        stats=stats, pairs=pairs)

@@ -257,6 +257,17 @@ class _Layouts:
 
     # --- the batch --------------------------------------------------------------------
 
+    def _passages(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, max_length: int,
+                  rngs: Sequence[random.Random]):
+        """Per passage: text, record, its RNG, its kind, the backbone's prefix ids, its content
+        mask ratio and the token budget left for aspects and content."""
+        for text, record, seed in zip(texts, records, rngs, strict=True):
+            kind = self._record_kind(record)
+            prefix = self._prefix(backbone, "query" if kind == "query" else "document")
+            ratio = self.query_mask_ratio if kind == "query" else self.content_mask_ratio
+            yield (text, record, np.random.default_rng(seed.getrandbits(64)), kind, prefix, ratio,
+                   max_length - 2 - len(prefix))
+
     def _record_kind(self, record: Any) -> str:
         if isinstance(record, Query):
             return "query"
@@ -335,12 +346,8 @@ class AspectMLM(_Layouts):
              rngs: Sequence[random.Random]) -> list[Row]:
         tokenizer = backbone.tokenizer
         rows: list[Row] = []
-        for text, record, seed in zip(texts, records, rngs, strict=True):
-            rng = np.random.default_rng(seed.getrandbits(64))
-            kind = self._record_kind(record)
-            prefix = self._prefix(backbone, "query" if kind == "query" else "document")
-            ratio = self.query_mask_ratio if kind == "query" else self.content_mask_ratio
-            budget = max_length - 2 - len(prefix)
+        for text, record, rng, kind, prefix, ratio, budget in self._passages(texts, records, backbone,
+                                                                             max_length, rngs):
             if kind == "text":
                 content = self._ids(tokenizer, text)[:max(budget, 0)]
                 if content:
@@ -418,12 +425,8 @@ class MaskedLM(_Layouts):
              rngs: Sequence[random.Random]) -> list[Row]:
         tokenizer = backbone.tokenizer
         rows: list[Row] = []
-        for text, record, seed in zip(texts, records, rngs, strict=True):
-            rng = np.random.default_rng(seed.getrandbits(64))
-            kind = self._record_kind(record)
-            prefix = self._prefix(backbone, "query" if kind == "query" else "document")
-            ratio = self.query_mask_ratio if kind == "query" else self.content_mask_ratio
-            budget = max_length - 2 - len(prefix)
+        for text, record, rng, kind, prefix, ratio, budget in self._passages(texts, records, backbone,
+                                                                             max_length, rngs):
             if kind == "text" or self.layout == "content":
                 source = text if kind == "text" else content_text(record, self.content_fields) or ""
                 pieces = [("prefix", prefix), ("content", self._ids(tokenizer, source)[:max(budget, 0)])]
