@@ -63,7 +63,8 @@ def register_indexes(register):
     classmethod ``load(path)``. Instances implement ``add(ids, vectors)``,
     ``search(queries, k) -> (scores, ids)``, ``save(path, meta)`` and ``len()``.
     Save through ``structret.artifacts.atomic_dir`` so an interrupted save leaves
-    the previous index loadable.
+    the previous index loadable. The full contract is on ``structret.interfaces.Index``;
+    ``tests/test_index_contract.py`` runs it against every registered index.
     """
 
 

@@ -1,1 +1,1 @@
-"""Built-in vector indexes: exact flat inner product and HNSW (hnswlib)."""
+"""Built-in vector indexes: exact flat inner product, HNSW (hnswlib) and Milvus (pymilvus)."""

@@ -51,6 +51,7 @@ class FlatIndex:
     """
 
     name = "flat"
+    exact = True
 
     def __init__(self, dim: int, metric: str = "ip", chunk_size: int = 65536):
         if int(dim) < 1:

@@ -66,6 +66,7 @@ class HNSWIndex:
     """
 
     name = "hnsw"
+    exact = False
 
     def __init__(
         self,

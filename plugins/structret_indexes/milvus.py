@@ -1,0 +1,437 @@
+"""Milvus through pymilvus: Milvus Lite kept inside the index directory, or a Milvus server.
+
+pymilvus and milvus-lite are optional (``pip install 'structret[milvus]'``) and imported
+only when an index is created or loaded, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+import weakref
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from structret.artifacts import atomic_dir, write_meta
+from structret.errors import ArtifactError, PluginError, StructretError
+from structret.indexing import (
+    IndexInputError,
+    as_matrix,
+    base_meta,
+    check_ids,
+    check_metric,
+    normalize_rows,
+    read_ids,
+    read_index_meta,
+    write_ids,
+)
+
+# Milvus Lite's data directory inside a saved index; pymilvus only treats a URI ending in
+# ".db" as a local Lite database
+DB_DIR = "milvus.db"
+TOKEN_ENV = "STRUCTRET_MILVUS_TOKEN"
+LITE_COLLECTION = "structret"
+EXACT_TYPES = ("FLAT", "BRUTE_FORCE")
+# Lite accepts any type when the collection is created and fails only when it builds the
+# index, long after; a server checks at once and knows more types (DISKANN, IVF_PQ ...)
+LITE_TYPES = (*EXACT_TYPES, "HNSW", "HNSW_SQ", "IVF_FLAT", "IVF_SQ8", "AUTOINDEX")
+_PK, _VECTOR = "pk", "vector"
+# a Milvus server refuses a larger topk; Lite has no such limit, but an index must not
+# work on a laptop and then fail on the cluster
+_MAX_K = 16384
+# bytes of vectors per insert or search request, well under a server's 64 MB gRPC limit
+_REQUEST_BYTES = 16 << 20
+
+
+class MilvusError(StructretError):
+    """Milvus (server or Lite) refused or failed an operation."""
+
+
+def _pymilvus(lite: bool):
+    try:
+        import pymilvus
+    except ImportError:
+        raise PluginError(
+            "index 'milvus' needs pymilvus, which is not installed. Install it with: "
+            "pip install 'structret[milvus]'"
+        ) from None
+    if lite:
+        try:
+            import milvus_lite  # noqa: F401
+        except ImportError:
+            raise PluginError(
+                "index 'milvus' without uri= runs Milvus Lite, which needs the milvus-lite package. "
+                "Install it with: pip install 'structret[milvus]' (or pass uri=http://HOST:19530 "
+                "to use a Milvus server)."
+            ) from None
+    return pymilvus
+
+
+def _check_uri(uri: str) -> str:
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("http", "https", "tcp", "unix"):
+        raise IndexInputError(
+            f"uri {uri!r} is not a Milvus server address; give one like http://HOST:19530. "
+            f"Without uri the index runs Milvus Lite inside the saved index directory."
+        )
+    if parsed.username or parsed.password:
+        # the uri is written to structret.json, so it must not carry a secret
+        raise IndexInputError(
+            f"uri {parsed.scheme}://{parsed.hostname}... carries credentials; remove them and put "
+            f"the token (user:password or an API key) in the environment variable {TOKEN_ENV}."
+        )
+    return uri
+
+
+@contextlib.contextmanager
+def _milvus_errors(where: str, doing: str) -> Iterator[None]:
+    from pymilvus.exceptions import MilvusException
+
+    try:
+        yield
+    except MilvusException as exc:
+        raise MilvusError(f"Milvus at {where} failed to {doing}: {exc}") from None
+
+
+def _release(state: dict) -> None:
+    """Close the connection and, for Lite, stop its engine and delete the working copy."""
+    client = state.pop("client", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
+    if state.get("workdir"):
+        with contextlib.suppress(ImportError):  # without milvus-lite no engine was started
+            from milvus_lite.server_manager import server_manager_instance
+
+            server_manager_instance.release_server(state["db"])
+        shutil.rmtree(state.pop("workdir"), ignore_errors=True)
+
+
+class MilvusIndex:
+    """A Milvus collection; scores are inner products (cosine: of unit vectors), as in FlatIndex.
+
+    Without ``uri`` the index is Milvus Lite: an embedded engine working in a private
+    temporary directory; ``save`` copies its database into the index directory and
+    ``load`` copies it out again, so using a loaded index never changes what was saved.
+
+    With ``uri=http://HOST:19530`` (plus ``db_name``, ``collection``) the vectors live in a
+    collection on that Milvus server; ``save`` writes the ids and where the collection is,
+    ``load`` reconnects. The token is ``token=`` or the environment variable
+    ``STRUCTRET_MILVUS_TOKEN``, and is never written to disk (load reads only the variable).
+    The collection is not a snapshot: adding to a loaded index changes what the saved
+    directory points to, and loading the directory again then fails until it is re-saved.
+
+    ``index_type``: ``FLAT`` (exact, the default), ``HNSW`` (``M``, ``ef_construction``,
+    ``ef``, raised to k when k is larger), ``IVF_FLAT`` / ``IVF_SQ8`` (``nlist``,
+    ``nprobe``); any other Milvus type is passed through with no build parameters. Milvus
+    searches recent vectors exhaustively and builds an approximate type's index only when
+    it seals them (on save, or once enough have arrived), so an approximate index's results
+    can change then; a saved one always searches the same way.
+    """
+
+    name = "milvus"
+
+    def __init__(
+        self,
+        dim: int,
+        metric: str = "ip",
+        index_type: str = "FLAT",
+        M: int = 16,
+        ef_construction: int = 200,
+        ef: int = 100,
+        nlist: int = 128,
+        nprobe: int = 16,
+        uri: str | None = None,
+        token: str | None = None,
+        db_name: str | None = None,
+        collection: str | None = None,
+    ):
+        self._configure(dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection)
+        self._connect(token, create=True)
+
+    def _configure(self, dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection):
+        if int(dim) < 1:
+            raise IndexInputError(f"dim must be a positive number of dimensions, got {dim}.")
+        for option, value in (("M", M), ("ef_construction", ef_construction), ("ef", ef),
+                              ("nlist", nlist), ("nprobe", nprobe)):
+            if int(value) < 1:
+                raise IndexInputError(f"{option} must be at least 1, got {value}.")
+        if uri is None and (db_name or collection):
+            raise IndexInputError(
+                "db_name and collection name a database and collection on a Milvus server; give uri= "
+                "too (http://HOST:19530). Milvus Lite keeps one collection inside the index directory."
+            )
+        if uri is None and str(index_type).upper() not in LITE_TYPES:
+            raise IndexInputError(
+                f"Milvus Lite has no index_type {index_type!r}; use one of {', '.join(LITE_TYPES)} "
+                f"(or a Milvus server, uri=http://HOST:19530, for its other types)."
+            )
+        self.dim = int(dim)
+        self.metric = check_metric(metric)
+        self.index_type = str(index_type).upper()
+        self.M, self.ef_construction, self.ef = int(M), int(ef_construction), int(ef)
+        self.nlist, self.nprobe = int(nlist), int(nprobe)
+        self.uri = None if uri is None else _check_uri(str(uri))
+        # str(): --index-option turns a name like 2024 into a number
+        self.db_name = str(db_name) if db_name else None
+        self.collection = str(collection) if collection else (
+            LITE_COLLECTION if uri is None else f"structret_{uuid.uuid4().hex}")
+        self._ids: list[str] = []
+        self._id_set: set[str] = set()
+        self._state: dict = {}
+        self._finalizer = weakref.finalize(self, _release, self._state)
+
+    @property
+    def exact(self) -> bool:
+        """True for index types that find the true top k (the contract suite checks recall 1.0)."""
+        return self.index_type in EXACT_TYPES
+
+    @property
+    def _where(self) -> str:
+        if self.uri is None:
+            return f"Milvus Lite ({self._state.get('db')})"
+        return f"{self.uri} (database {self.db_name or 'default'}, collection {self.collection})"
+
+    def _connect(self, token: str | None, *, create: bool, lite_db: Path | None = None) -> None:
+        """Open the client; a new index also creates its collection."""
+        pymilvus = _pymilvus(lite=self.uri is None)
+        if self.uri is None:
+            if lite_db is None:
+                workdir = Path(tempfile.mkdtemp(prefix="structret-milvus-"))
+                lite_db = workdir / DB_DIR
+                self._state["workdir"] = str(workdir)
+            self._state["db"] = str(lite_db)
+            with _milvus_errors(self._where, "open its database"):
+                self._state["client"] = pymilvus.MilvusClient(str(lite_db))
+        else:
+            token = token or os.environ.get(TOKEN_ENV, "")
+            with _milvus_errors(self._where, f"connect (is the server running? token from {TOKEN_ENV})"):
+                self._state["client"] = pymilvus.MilvusClient(uri=self.uri, token=token, db_name=self.db_name or "")
+        if create:
+            self._create_collection(pymilvus)
+        else:
+            with _milvus_errors(self._where, "load the collection"):
+                if self._client.has_collection(self.collection):  # a missing one is reported by load
+                    self._client.load_collection(self.collection)
+
+    @property
+    def _client(self):
+        if "client" not in self._state:
+            raise MilvusError(f"this milvus index ({self._where}) is closed; load it again from its directory.")
+        return self._state["client"]
+
+    def _create_collection(self, pymilvus) -> None:
+        client = self._client
+        with _milvus_errors(self._where, "list its collections"):
+            exists = client.has_collection(self.collection)
+        if exists:
+            raise IndexInputError(
+                f"collection {self.collection!r} already exists on {self.uri}; a new index needs its own. "
+                f"Pick another with collection=NAME, or load the index directory that was saved with it."
+            )
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        # the primary key is the row's position; the string ids stay in ids.json, as in the other indexes
+        schema.add_field(_PK, pymilvus.DataType.INT64, is_primary=True)
+        schema.add_field(_VECTOR, pymilvus.DataType.FLOAT_VECTOR, dim=self.dim)
+        params = client.prepare_index_params()
+        build = self._build_params()
+        # pymilvus 3 sends build parameters as separate keys, which Milvus Lite 3.2 ignores: it
+        # reads only the older JSON "params" key, which servers still accept as well
+        params.add_index(field_name=_VECTOR, index_type=self.index_type, metric_type="IP",
+                         params={**build, "params": build} if build else {})
+        with _milvus_errors(self._where, f"create a {self.index_type} collection"):
+            # Strong: a search right after an add must see it (a server defaults to Bounded)
+            client.create_collection(self.collection, schema=schema, consistency_level="Strong")
+            # sync=False: there is nothing to build yet, and waiting polls every 0.5 s
+            client.create_index(self.collection, params, sync=False)
+            client.load_collection(self.collection)
+
+    def _build_params(self) -> dict[str, Any]:
+        if self.index_type.startswith("HNSW"):
+            return {"M": self.M, "efConstruction": self.ef_construction}
+        if self.index_type.startswith("IVF"):
+            return {"nlist": self.nlist}
+        return {}
+
+    def _search_params(self, k: int) -> dict[str, Any]:
+        if self.index_type.startswith("HNSW"):
+            return {"ef": max(self.ef, k)}  # a beam narrower than k cannot return k results
+        if self.index_type.startswith("IVF"):
+            return {"nprobe": self.nprobe}
+        return {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._ids)
+
+    def close(self) -> None:
+        """Release the connection (and Lite's engine and working copy); a saved index is kept."""
+        self._finalizer()
+
+    def _rows_per_request(self) -> int:
+        return max(1, _REQUEST_BYTES // (4 * self.dim))
+
+    def add(self, ids: Sequence[str], vectors: Any) -> None:
+        vectors = as_matrix(vectors, self.dim)
+        ids = check_ids(ids, len(vectors), self._id_set)
+        if not ids:
+            return
+        if self.metric == "cosine":
+            vectors = normalize_rows(vectors)
+        start, step = len(self._ids), self._rows_per_request()
+        try:
+            for offset in range(0, len(vectors), step):
+                rows = [{_PK: start + offset + i, _VECTOR: vector}
+                        for i, vector in enumerate(vectors[offset : offset + step])]
+                with _milvus_errors(self._where, f"insert {len(rows)} vectors"):
+                    self._client.insert(self.collection, rows)
+        except BaseException:
+            # the next add reuses these positions as keys; rows left from a failed one would
+            # come back from searches under the wrong ids
+            with contextlib.suppress(Exception):
+                self._client.delete(self.collection, filter=f"{_PK} >= {start}")
+            raise
+        self._ids.extend(ids)
+        self._id_set.update(ids)
+
+    def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
+        """Scores [n, k'] best first and their ids; k' = min(k, len(self)).
+
+        Equal scores are ranked by insertion order, as in FlatIndex; which of several vectors
+        tied at the k-th score make the cut is Milvus's choice.
+        """
+        if int(k) < 1:
+            raise IndexInputError(f"k must be at least 1, got {k}.")
+        queries = as_matrix(queries, self.dim, "queries")
+        if self.metric == "cosine":
+            queries = normalize_rows(queries)
+        k = min(int(k), len(self))
+        if k > _MAX_K:
+            raise IndexInputError(f"Milvus returns at most {_MAX_K} results per query; ask for k <= {_MAX_K} "
+                                  f"(got {k}).")
+        scores = np.empty((len(queries), k), dtype=np.float32)
+        rows = np.empty((len(queries), k), dtype=np.int64)
+        if k == 0 or len(queries) == 0:
+            return scores, [[] for _ in queries]
+        step = self._rows_per_request()
+        for start in range(0, len(queries), step):
+            block = queries[start : start + step]
+            with _milvus_errors(self._where, f"search {len(block)} queries"):
+                found = self._client.search(
+                    self.collection, data=list(block), limit=k, anns_field=_VECTOR, output_fields=[_PK],
+                    search_params={"metric_type": "IP", "params": self._search_params(k)},
+                )
+            for i, hits in enumerate(found, start):
+                if len(hits) < k:
+                    raise IndexInputError(
+                        f"Milvus {self.index_type} search found {len(hits)} of k={k} neighbours; "
+                        f"raise ef (now {self.ef}) or nprobe (now {self.nprobe}), or use index_type=FLAT."
+                    )
+                row_scores = np.array([hit["distance"] for hit in hits], dtype=np.float32)
+                row_pks = np.array([hit[_PK] for hit in hits], dtype=np.int64)
+                # Milvus orders equal scores arbitrarily; by position they rank as in FlatIndex
+                order = np.lexsort((row_pks, -row_scores))
+                scores[i], rows[i] = row_scores[order], row_pks[order]
+        return scores, [[self._ids[r] for r in row] for row in rows]
+
+    def _options(self) -> dict[str, Any]:
+        options = {"index_type": self.index_type, "M": self.M, "ef_construction": self.ef_construction,
+                   "ef": self.ef, "nlist": self.nlist, "nprobe": self.nprobe}
+        if self.uri is not None:
+            options.update(uri=self.uri, db_name=self.db_name, collection=self.collection)
+        return options
+
+    def save(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
+        with atomic_dir(path) as tmp:
+            if self.uri is None:
+                self._copy_lite_db(tmp / DB_DIR)
+            else:
+                with _milvus_errors(self._where, "flush the collection"):
+                    self._client.flush(self.collection)
+            write_ids(tmp, self._ids)
+            write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), self._options(), meta))
+
+    def _copy_lite_db(self, target: Path) -> None:
+        """Copy the Lite database while its engine is stopped: stopping writes out what is still
+        in memory and waits for background index builds, so the files are consistent."""
+        from milvus_lite.server_manager import server_manager_instance
+
+        db = Path(self._state["db"])
+        self._client.close()
+        del self._state["client"]
+        server_manager_instance.release_server(str(db))
+        try:
+            shutil.copytree(db, target, ignore=shutil.ignore_patterns("LOCK"))
+        finally:
+            self._connect(None, create=False, lite_db=db)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "MilvusIndex":
+        meta = read_index_meta(path, cls.name)
+        dim, count = meta["dim"], meta["count"]
+        options = meta.get("options") or {}
+        ids = read_ids(path, count)
+        if len(set(ids)) != count:
+            raise ArtifactError(f"{os.path.join(path, 'ids.json')} repeats ids; the index is damaged, rebuild it.")
+        index = cls.__new__(cls)  # __init__ would create a new collection
+        known = ("index_type", "M", "ef_construction", "ef", "nlist", "nprobe", "uri", "db_name", "collection")
+        settings = {key: options.get(key) for key in known}
+        defaults = {"index_type": "FLAT", "M": 16, "ef_construction": 200, "ef": 100, "nlist": 128, "nprobe": 16}
+        settings.update({key: value for key, value in defaults.items() if settings[key] is None})
+        index._configure(dim, meta["metric"], **settings)
+        _pymilvus(lite=index.uri is None)  # before copying anything
+        if index.uri is None:
+            saved = Path(path) / DB_DIR
+            if not saved.is_dir():
+                raise ArtifactError(f"{saved} is missing; the index is incomplete, rebuild it.")
+            workdir = Path(tempfile.mkdtemp(prefix="structret-milvus-"))
+            index._state["workdir"] = str(workdir)
+            # a private copy: the engine writes to its directory, and the saved index must stay as saved
+            shutil.copytree(saved, workdir / DB_DIR)
+            try:
+                index._connect(None, create=False, lite_db=workdir / DB_DIR)
+            except MilvusError as exc:
+                index.close()
+                raise ArtifactError(f"{saved} cannot be opened by Milvus Lite ({exc}); rebuild the index.") from None
+        else:
+            index._connect(None, create=False)
+        try:
+            index._check_stored(path, count)
+        except BaseException:
+            index.close()
+            raise
+        index._ids, index._id_set = ids, set(ids)
+        return index
+
+    def _check_stored(self, path: str | os.PathLike, count: int) -> None:
+        client = self._client
+        with _milvus_errors(self._where, "describe the collection"):
+            exists = client.has_collection(self.collection)
+            if not exists:
+                raise ArtifactError(
+                    f"the index at {path} points at collection {self.collection!r}, which {self._where} does not "
+                    f"have (dropped, or another server or database?). Rebuild the index."
+                )
+            fields = client.describe_collection(self.collection)["fields"]
+            stored = client.query(self.collection, filter="", output_fields=["count(*)"])[0]["count(*)"]
+        stored_dim = next((f.get("params", {}).get("dim") for f in fields if f["name"] == _VECTOR), None)
+        if stored_dim is None or int(stored_dim) != self.dim or stored != count:
+            raise ArtifactError(
+                f"{self._where} holds {stored} vectors of dimension {stored_dim}, but {path}/structret.json says "
+                f"{count} vectors of dimension {self.dim}; the collection was changed after the save (or the "
+                f"index is damaged). Save the index again, or rebuild it."
+            )
+
+    def __repr__(self) -> str:
+        where = "lite" if self.uri is None else self.uri
+        return (f"MilvusIndex(dim={self.dim}, metric={self.metric!r}, len={len(self)}, "
+                f"index_type={self.index_type!r}, {where})")

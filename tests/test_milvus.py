@@ -1,0 +1,246 @@
+"""The milvus index beyond the shared contract (tests/test_index_contract.py): Lite's working
+copy, a server's collection and token, index types, and what happens without pymilvus."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
+from structret.errors import ArtifactError, PluginError
+from structret.indexing import IndexInputError, load_index
+from structret.registry import get_registry
+
+try:
+    import milvus_lite  # noqa: F401
+    import pymilvus  # noqa: F401
+except ImportError:
+    HAVE_MILVUS = False
+else:
+    HAVE_MILVUS = True
+needs_milvus = pytest.mark.skipif(not HAVE_MILVUS,
+                                  reason="pymilvus/milvus-lite not installed: pip install 'structret[milvus]'")
+
+
+def vectors(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+
+
+def ids_for(n: int, start: int = 0) -> list[str]:
+    return [f"doc{i}" for i in range(start, start + n)]
+
+
+@pytest.fixture
+def indexes():
+    made = []
+
+    def create(*args, **options):
+        index = get_registry().create("index", "milvus", *args, **options)
+        made.append(index)
+        return index
+
+    yield create
+    for index in made:
+        index.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A Milvus server for the uri= path: Milvus Lite's own gRPC server, spoken to as any server."""
+    from milvus_lite.adapter.grpc.server import start_server_in_thread
+
+    with tempfile.TemporaryDirectory() as data:
+        grpc_server, db, port = start_server_in_thread(data_dir=os.path.join(data, "server"), host="127.0.0.1", port=0)
+        yield f"http://127.0.0.1:{port}"
+        grpc_server.stop(grace=0)
+        db.close()
+
+
+def test_importing_the_plugin_loads_no_milvus():
+    code = ("import sys, structret_indexes.plugin, structret_indexes.milvus; "
+            "print(sorted(m for m in ('pymilvus', 'milvus_lite', 'grpc') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("missing,says", [
+    ("pymilvus", "pip install 'structret[milvus]'"),
+    ("milvus_lite", "milvus-lite package. Install it with: pip install 'structret[milvus]' (or pass uri="),
+])
+def test_without_the_packages_create_says_what_to_install(monkeypatch, missing, says):
+    monkeypatch.setitem(sys.modules, missing, None)  # import now raises ImportError
+    if missing == "milvus_lite" and not HAVE_MILVUS:
+        pytest.skip("needs pymilvus installed to reach the milvus-lite check")
+    with pytest.raises(PluginError, match=f"^index 'milvus'.*{re.escape(says)}"):
+        get_registry().create("index", "milvus", 8)
+
+
+@needs_milvus
+def test_lite_keeps_its_database_in_the_saved_directory_and_works_on_a_copy(tmp_path, indexes):
+    index = indexes(16)
+    index.add(ids_for(50), vectors(50))
+    workdir = index._state["workdir"]
+    index.save(tmp_path / "idx")
+    saved = tmp_path / "idx" / "milvus.db"
+    assert saved.is_dir() and any(p.suffix == ".parquet" for p in saved.rglob("*"))
+    assert not (saved / "LOCK").exists()
+    sums = json.loads((tmp_path / "idx" / "checksums.json").read_text())
+    assert any(name.startswith("milvus.db/") for name in sums)
+
+    loaded = load_index(tmp_path / "idx")
+    assert loaded._state["workdir"] != workdir and not loaded._state["db"].startswith(str(tmp_path))
+    loaded_workdir = loaded._state["workdir"]
+    loaded.close()
+    index.close()
+    assert not os.path.exists(workdir) and not os.path.exists(loaded_workdir)
+    with pytest.raises(Exception, match="closed; load it again"):
+        index.search(vectors(1), 1)
+
+
+@needs_milvus
+@pytest.mark.parametrize("options", [
+    {"index_type": "IVF_FLAT", "nlist": 4, "nprobe": 4},  # every list probed: exhaustive
+    {"index_type": "hnsw", "ef": 5},  # ef is raised to k
+])
+def test_index_type_options_reach_milvus(tmp_path, indexes, options):
+    stored, queries = vectors(300), vectors(5, seed=1)
+    index = indexes(16, **options)
+    assert not index.exact and index.index_type == options["index_type"].upper()
+    built = index._client.describe_index(index.collection, "vector")
+    assert built["index_type"] == index.index_type and built["metric_type"] == "IP"
+    want = {"nlist": 4} if "nlist" in options else {"M": 16, "efConstruction": 200}  # reached the engine
+    assert want.items() <= built["params"].items()
+    index.add(ids_for(300), stored)
+    index.save(tmp_path / "idx")  # seals the vectors: from now on the index type searches them
+    scores, ids = index.search(queries, 50)
+    want = np.argsort(-(queries @ stored.T), axis=1, kind="stable")[:, :50]
+    assert scores.shape == (5, 50)
+    assert np.mean([len(set(g) & {f"doc{r}" for r in w}) / 50 for g, w in zip(ids, want)]) >= 0.95
+    saved = json.loads((tmp_path / "idx" / "structret.json").read_text())["options"]
+    assert {key: saved[key] for key in options} == {**options, "index_type": options["index_type"].upper()}
+
+
+@needs_milvus
+def test_bad_options_are_refused_before_anything_is_created(indexes):
+    with pytest.raises(IndexInputError, match="Milvus Lite has no index_type 'DISKANN'"):
+        indexes(8, index_type="DISKANN")
+    with pytest.raises(IndexInputError, match="give uri= too"):
+        indexes(8, collection="mine")
+    with pytest.raises(IndexInputError, match="carries credentials.*STRUCTRET_MILVUS_TOKEN"):
+        indexes(8, uri="http://root:Milvus@localhost:19530")
+    with pytest.raises(IndexInputError, match="not a Milvus server address"):
+        indexes(8, uri="./local.db")
+    with pytest.raises(PluginError, match="Did you mean 'nprobe'"):
+        indexes(8, nprobes=4)
+
+
+@needs_milvus
+def test_a_server_index_saves_where_it_is_never_the_token(tmp_path, indexes, server, monkeypatch):
+    import pymilvus
+
+    tokens = []
+    real_client = pymilvus.MilvusClient
+
+    def client(*args, **kwargs):
+        tokens.append(kwargs.get("token"))
+        return real_client(*args, **kwargs)
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", client)
+    monkeypatch.delenv("STRUCTRET_MILVUS_TOKEN", raising=False)
+    index = indexes(16, uri=server, token="s3cret-option", collection="contract_docs")
+    stored = vectors(40)
+    index.add(ids_for(40), stored)
+    index.save(tmp_path / "idx")
+    written = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "idx").iterdir())
+    assert "s3cret" not in written and not (tmp_path / "idx" / "milvus.db").exists()
+    options = json.loads((tmp_path / "idx" / "structret.json").read_text())["options"]
+    assert options["uri"] == server and options["collection"] == "contract_docs"
+
+    monkeypatch.setenv("STRUCTRET_MILVUS_TOKEN", "s3cret-env")
+    loaded = load_index(tmp_path / "idx")
+    assert tokens == ["s3cret-option", "s3cret-env"]
+    assert loaded.search(stored[:3], 2)[1] == index.search(stored[:3], 2)[1]
+
+    with pytest.raises(IndexInputError, match="'contract_docs' already exists"):
+        indexes(16, uri=server, collection="contract_docs")
+
+    loaded.add(["late"], vectors(1, seed=2))  # the collection moves on; the saved ids do not
+    with pytest.raises(ArtifactError, match="holds 41 vectors.*says 40 vectors.*changed after the save"):
+        load_index(tmp_path / "idx")
+    loaded.save(tmp_path / "idx")
+    assert len(load_index(tmp_path / "idx")) == 41
+
+    real_client(uri=server).drop_collection("contract_docs")
+    with pytest.raises(ArtifactError, match="collection 'contract_docs'.*does not have"):
+        load_index(tmp_path / "idx")
+
+
+@needs_milvus
+def test_the_cli_builds_and_searches_a_milvus_index(tmp_path, tiny_bert_dir, fresh_registry):
+    from click.testing import CliRunner
+
+    from structret.cli import cli
+
+    src = tmp_path / "src"
+    src.mkdir()
+    docs = {"config": "Read the configuration file and return its settings.", "dates": "Parse an ISO date string.",
+            "mail": "Send an email message through the server."}
+    for name, doc in docs.items():
+        (src / f"{name}.py").write_text(f'def {name}(x):\n    """{doc}"""\n    y = x + 1\n    z = y * 2\n    return z\n')
+    corpus = tmp_path / "corpus.jsonl.gz"
+    for args in (["mine", src, "--language", "python", "--out", corpus],
+                 ["encode", "--data", f"codesearchnet:{corpus}", "--backbone", "hf-encoder",
+                  "--model", tiny_bert_dir, "--out", tmp_path / "emb"],
+                 ["index", "--embeddings", tmp_path / "emb", "--index", "milvus", "--index-option", "index_type=HNSW",
+                  "--index-option", "M=8", "--out", tmp_path / "idx"],
+                 ["search", tmp_path / "idx", "read a config file", "-k", "3"]):
+        result = CliRunner().invoke(cli, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "idx" / "structret.json").read_text())
+    assert saved["index"] == "milvus" and saved["count"] == len(docs), saved
+    assert re.findall(r"^ +(\d+)\. -?\d", result.output, re.M) == ["1", "2", "3"]
+
+
+@needs_milvus
+def test_an_unreachable_server_is_a_clear_error(indexes):
+    with pytest.raises(Exception, match=r"Milvus at http://127.0.0.1:1 .*failed to connect \(is the server running"):
+        indexes(8, uri="http://127.0.0.1:1")
+
+
+@needs_milvus
+def test_an_add_that_fails_half_way_leaves_nothing_behind(indexes, monkeypatch):
+    import structret_indexes.milvus as milvus
+    from pymilvus.exceptions import MilvusException
+
+    monkeypatch.setattr(milvus, "_REQUEST_BYTES", 4 * 16 * 10)  # ten vectors per insert request
+    index = indexes(16)
+    stored = vectors(80)
+    index.add(ids_for(20), stored[:20])
+    client, calls = index._client, []
+    real_insert = client.insert
+
+    def insert(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise MilvusException(message="connection reset")
+        return real_insert(*args, **kwargs)
+
+    monkeypatch.setattr(client, "insert", insert)
+    with pytest.raises(milvus.MilvusError, match="failed to insert 10 vectors: .*connection reset"):
+        index.add(ids_for(60, 20), stored[20:])
+    assert len(index) == 20
+    # the twenty that did arrive are gone (a server would keep both copies of a re-added key)
+    assert client.query(index.collection, filter="", output_fields=["count(*)"])[0]["count(*)"] == 20
+    monkeypatch.setattr(client, "insert", real_insert)
+    index.add(ids_for(60, 20), stored[20:])
+    assert client.query(index.collection, filter="", output_fields=["count(*)"])[0]["count(*)"] == 80
+    queries = vectors(10, seed=3)
+    _, ids = index.search(queries, 5)
+    assert ids == [[f"doc{r}" for r in row] for row in np.argsort(-(queries @ stored.T), axis=1)[:, :5]]
