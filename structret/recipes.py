@@ -58,6 +58,7 @@ class Recipe:
     warmup: float = 0.1               # fraction of the steps with a linear warm-up
     weight_decay: float = 0.0         # Hugging Face Trainer's default, which SANTA's OpenMatch runs used
     max_grad_norm: float = 1.0        # clip threshold (0 = off); HF Trainer's default, as above
+    grad_cache_chunk: int = 0         # GradCache: encode N texts at a time, same gradients, less memory (0 = off)
     dtype: str = "fp32"               # "bf16" = autocast; off by default, CPUs without bf16 get slower
     query_max_len: int = 50
     passage_max_len: int = 240
@@ -212,7 +213,7 @@ def _validate(recipe: Recipe) -> None:
     for key in positive:
         if not getattr(recipe, key) > 0:
             raise RecipeError(f"{key} must be positive, got {getattr(recipe, key)}")
-    at_least_zero = ("epochs", "max_steps", "weight_decay", "max_grad_norm", "negatives",
+    at_least_zero = ("epochs", "max_steps", "weight_decay", "max_grad_norm", "grad_cache_chunk", "negatives",
                      "checkpoint_every", "keep_checkpoints", "seed")
     for key in at_least_zero:
         if getattr(recipe, key) < 0:

@@ -15,6 +15,8 @@ encoded once) -> the loop (optimizer, schedule, logs, checkpoints).
   passage batch is the corrupted passage plus labels; ``backbone.train_forward`` returns
   its vector and its LM loss from a single forward (SANTA's combined step). Auxiliary
   objectives (parent-attention) read what that same forward left behind.
+- **Gradient caching.** With ``grad_cache_chunk`` the same step runs in chunks of texts
+  (``structret.gradcache``, GradCache): the same gradients, the activations of one chunk.
 - **Exact resume.** A checkpoint holds the model (a plain Hugging Face checkpoint), the
   optimizer and schedule, every process's RNG states and the step; resuming gives the
   same weights as a run that never stopped (on CPU, same number of processes).
@@ -42,6 +44,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
+from structret import gradcache
 from structret.artifacts import atomic_dir, verify_checksums, write_meta
 from structret.errors import ArtifactError, DataError, StructretError
 from structret.linearization import TextFormat
@@ -342,13 +345,17 @@ def all_sum(tensor: torch.Tensor) -> torch.Tensor:
 class TrainStep(nn.Module):
     """Losses of one step. A module, so DDP (through accelerate) wraps the whole step.
 
-    Returns ``(loss to backpropagate, {name: global value to log})``.
+    ``module(batch)`` returns ``(loss to backpropagate, {name: global value to log})``.
+    Gradient caching (``structret.gradcache``) calls it per chunk instead, through the same
+    wrapper so DDP/FSDP see every forward: ``mode="encode"`` gives the chunk's vectors and
+    counts, ``mode="replay"`` a loss whose gradient is the chunk's part of the step's.
     """
 
     def __init__(self, backbone: Any, objectives: Sequence[tuple[Any, float]]):
         super().__init__()
         self.backbone = backbone
         self.net = backbone.training_module  # registers every trainable parameter
+        self.objectives = list(objectives)
         self.contrastive = _role(objectives, "contrastive")
         self.corruption = _role(objectives, "corruption")
         self.auxiliary = [(o, w) for o, w in objectives if o.role == "auxiliary"]
@@ -357,40 +364,67 @@ class TrainStep(nn.Module):
         self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives
                                     if isinstance(getattr(o, "module", None), nn.Module)})
 
-    @staticmethod
-    def _token_mean(loss: torch.Tensor, count: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
-        """This process's part of a mean over the global batch: its mean times its share of
-        the counted tokens (rows), so every process adds up to the same global mean."""
-        share = count / all_sum(count).clamp(min=1)
-        return loss * share if count > 0 else anchor.sum() * 0.0  # a mean of nothing is nan
+    def _encode(self, batch: dict[str, Any]) -> tuple[Any, Any, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+        """``(query vectors, passage vectors, {objective: (this process's mean loss, count)})``
+        for the corruption and auxiliary objectives; each side only if the batch has it."""
+        queries = passages = None
+        parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        if "passage" in batch:
+            labels = batch.get("labels")
+            passages, lm_loss = self.backbone.train_forward(batch["passage"], labels)  # the one passage forward
+            if self.corruption is not None:
+                # label_weights: the objective normalised its loss itself (per view, per process),
+                # so processes count one each and the global loss is their mean
+                count = labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
+                parts[self.corruption[0].name] = (lm_loss, count)
+            for objective, _ in self.auxiliary:
+                targets = batch.get("targets", {}).get(objective.name)
+                parts[objective.name] = objective.loss(self.backbone, batch["passage"], passages, targets)
+        if "query" in batch and self.contrastive is not None:
+            queries = self.backbone.embed(batch["query"], kind="query")
+        return queries, passages, parts
 
-    def forward(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _shares(self, parts: dict[str, tuple[torch.Tensor, torch.Tensor]], totals: dict[str, torch.Tensor],
+                anchor: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The corruption and auxiliary terms: this process's part of each mean over the global
+        batch, its mean times its share of the counted tokens (rows), so every process (and
+        every chunk of it) adds up to the same global mean; and those parts, to log."""
         _, world = _world()
-        labels = batch.get("labels")
-        passages, lm_loss = self.backbone.train_forward(batch["passage"], labels)  # the one passage forward
-        total = passages.new_zeros(())
-        logs: dict[str, torch.Tensor] = {}
+        total = anchor.new_zeros(())
+        shares: dict[str, torch.Tensor] = {}
+        for objective, weight in filter(None, [self.corruption, *self.auxiliary]):
+            if objective.name not in parts:  # a query chunk of gradient caching
+                continue
+            loss, count = parts[objective.name]
+            # a mean of nothing is nan; the anchor keeps the graph (and DDP's view of it) whole
+            share = loss * (count / totals[objective.name].clamp(min=1)) if count > 0 else anchor.sum() * 0.0
+            shares[objective.name] = share.detach()
+            total = total + weight * world * share  # DDP averages gradients over processes
+        return total, shares
+
+    def forward(self, batch: dict[str, Any], mode: str = "step", grad: torch.Tensor | None = None,
+                totals: dict[str, torch.Tensor] | None = None) -> Any:
+        if mode == "encode":
+            return self._encode(batch)
+        if mode == "replay":
+            queries, passages, parts = self._encode(batch)
+            vectors = queries if passages is None else passages
+            total, shares = self._shares(parts, totals or {}, vectors)
+            if grad is not None:  # the cached contrastive gradient of these very vectors
+                total = total + (vectors * grad.to(vectors.dtype)).sum()
+            return total, shares
+        if mode != "step":
+            raise ValueError(f"TrainStep mode {mode!r}: use 'step', or 'encode'/'replay' (structret.gradcache)")
+        _, world = _world()
+        queries, passages, parts = self._encode(batch)
+        total, logs = self._shares(parts, {name: all_sum(count) for name, (_, count) in parts.items()}, passages)
+        logs = {name: all_sum(share) for name, share in logs.items()}
         if self.contrastive is not None:
             objective, weight = self.contrastive
-            queries = self.backbone.embed(batch["query"], kind="query")
             loss = objective.loss(gather(queries), gather(passages))
             logs[objective.name] = loss.detach()
             total = total + weight * world * loss  # DDP averages gradients over processes
-        if self.corruption is not None:
-            objective, weight = self.corruption
-            # label_weights: the objective normalised its loss itself (per view, per process),
-            # so processes count one each and the global loss is their mean
-            count = labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
-            local = self._token_mean(lm_loss, count, passages)
-            logs[objective.name] = all_sum(local.detach())
-            total = total + weight * world * local
-        for objective, weight in self.auxiliary:
-            targets = batch.get("targets", {}).get(objective.name)
-            local = self._token_mean(*objective.loss(self.backbone, batch["passage"], passages, targets), passages)
-            logs[objective.name] = all_sum(local.detach())
-            total = total + weight * world * local
-        used = [self.contrastive, self.corruption, *self.auxiliary]
-        logs["loss"] = sum(w * logs[o.name] for o, w in filter(None, used))
+        logs["loss"] = sum(w * logs[o.name] for o, w in self.objectives)
         return total, logs
 
 
@@ -546,6 +580,17 @@ def create_backbone(recipe: Recipe, weights: str | Path | None = None) -> Any:
     return get_registry().create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
 
 
+def forward_backward(module: nn.Module, batch: dict[str, Any], accelerator: Any, grad_cache_chunk: int = 0
+                     ) -> dict[str, torch.Tensor]:
+    """One step's forward and backward; the gradients are left in the parameters, reduced
+    over processes. ``grad_cache_chunk``: the same gradients, in chunks (structret.gradcache)."""
+    if grad_cache_chunk:
+        return gradcache.step(module, batch, grad_cache_chunk, accelerator)
+    loss, logs = module(batch)
+    accelerator.backward(loss)
+    return logs
+
+
 def make_accelerator(recipe: Recipe) -> Any:
     """One process, or one of the processes ``accelerate launch`` / ``torchrun`` started."""
     from accelerate import Accelerator
@@ -603,6 +648,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     torch.manual_seed(recipe.seed)  # the same fresh heads on every process
 
     objectives = build_objectives(recipe)
+    gradcache.check(objectives, recipe.grad_cache_chunk)
     backbone = create_backbone(recipe, checkpoint)
     base_model = (json.loads((checkpoint / "structret.json").read_text(encoding="utf-8"))["base_model"]
                   if checkpoint is not None else backbone.name)
@@ -636,6 +682,9 @@ def train(recipe: Recipe, *, resume: bool = False,
     module, optimizer = accelerator.prepare(step_module, optimizer)
     backbone.device = accelerator.device
     start = load_trainer_state(checkpoint, optimizer, scheduler, step_module.heads) if checkpoint is not None else 0
+    if checkpoint is not None and accelerator.is_main_process:
+        # steps past the checkpoint are redone: the user sees how much a crash cost
+        print(f"resuming from {checkpoint.name} (step {start} of {total})", file=sys.stderr)
 
     metrics = run / "metrics.jsonl"
     if accelerator.is_main_process:
@@ -653,8 +702,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     since, clock = 0, time.perf_counter()
     for step in range(start, total):
         batch = _to(batches.local(step, rank, world), accelerator.device)
-        loss, logs = module(batch)
-        accelerator.backward(loss)
+        logs = forward_backward(module, batch, accelerator, recipe.grad_cache_chunk)
         if recipe.max_grad_norm:
             accelerator.clip_grad_norm_(module.parameters(), recipe.max_grad_norm)
         optimizer.step()

@@ -412,7 +412,8 @@ def structure_and_backbones_registered(make_plugin):
                     "from structret_structure.plugin import register_backbones, register_objectives\n")
 
 
-def test_trainer_runs_an_informed_hf_encoder(tmp_path, tiny_bert_dir, structure_and_backbones_registered):
+@pytest.mark.parametrize("chunk", [0, 2])  # 2: gradient caching, parent-attention added chunk by chunk
+def test_trainer_runs_an_informed_hf_encoder(tmp_path, tiny_bert_dir, structure_and_backbones_registered, chunk):
     import json
 
     from structret.recipes import Recipe, resolve_recipe
@@ -425,10 +426,11 @@ def test_trainer_runs_an_informed_hf_encoder(tmp_path, tiny_bert_dir, structure_
     recipe = Recipe(objective="dr+0.5*parent-attention", backbone="hf-encoder", model=str(tiny_bert_dir),
                     backbone_options="informed_layers=1,pooling=mean", data=f"tevatron:{data}",
                     output=str(tmp_path / "run"), batch_size=3, max_steps=4, lr=1e-3, checkpoint_every=2,
-                    log_every=2, query_max_len=32, passage_max_len=64)
+                    log_every=2, query_max_len=32, passage_max_len=64, grad_cache_chunk=chunk)
     final = train(recipe)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert {"loss/dr", "loss/parent-attention"} <= set(rows[-1])
+    # each passage counted once, though gradient caching runs the loss in both of its passes
     assert json.loads((tmp_path / "run" / "counts.json").read_text())["parent-attention"]["passages"] == 4 * 3
     trained = get_registry().create("backbone", "hf-encoder", model=str(final))
     assert trained.informed_layers == 1 and "structure-attention" in trained.capabilities

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import random
@@ -23,6 +24,7 @@ from structret.training import (
     build_objectives,
     create_backbone,
     examples_from_dataset,
+    forward_backward,
     load_examples,
     make_accelerator,
     read_training_pairs,
@@ -276,11 +278,12 @@ def _tensors(model_dir: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-@pytest.mark.parametrize("which", ["bert", "t5"])
+@pytest.mark.parametrize("which", ["bert", "t5", "t5, grad cache"])
 def test_resumed_run_ends_with_exactly_the_same_weights(tmp_path, which, tiny_bert_dir, tiny_t5_sentinels, csn_train):
     model = tiny_bert_dir if which == "bert" else tiny_t5_sentinels  # dropout on: RNG state must be restored
     fields = dict(objective="sda+mep", max_steps=6, checkpoint_every=2, keep_checkpoints=0,
-                  backbone="hf-encoder" if which == "bert" else "t5")
+                  backbone="hf-encoder" if which == "bert" else "t5",
+                  grad_cache_chunk=3 if "cache" in which else 0)  # a cached run resumes exactly too
     whole = _recipe(tmp_path / "whole", model, csn_train, **fields)
     cut = _recipe(tmp_path / "cut", model, csn_train, **fields)
     reference = train(whole)
@@ -312,67 +315,215 @@ def test_resumed_run_ends_with_exactly_the_same_weights(tmp_path, which, tiny_be
         train(cut, resume=True)
 
 
-# --- two processes ---------------------------------------------------------------------------------
+# --- two processes, gradient caching --------------------------------------------------------------
 
 
-def _one_step(recipe: Recipe, examples: list[Example]) -> dict:
-    """One forward and backward as the trainer does it; gradients as DDP leaves them."""
+@contextlib.contextmanager
+def _encoding_in_chunks(backbone, size: int):
+    """The uncached step with each side encoded ``size`` rows at a time, all in one graph: the
+    dropout masks gradient caching draws, and the exact gradients of the whole batch."""
+    embed, train_forward = backbone.embed, backbone.train_forward
+
+    def rows(batch, i):
+        return {k: v[i:i + size] for k, v in batch.items()}
+
+    def chunked_embed(batch, kind="document"):
+        return torch.cat([embed(rows(batch, i), kind=kind) for i in range(0, len(batch["input_ids"]), size)])
+
+    def chunked_train_forward(batch, labels=None):
+        vectors, weighted, count = [], 0.0, 0
+        for i in range(0, len(batch["input_ids"]), size):
+            part = None if labels is None else labels[i:i + size]
+            v, loss = train_forward(rows(batch, i), part)
+            vectors.append(v)
+            if part is not None and (part != -100).sum() > 0:  # the token mean over the whole batch
+                weighted, count = weighted + loss * (part != -100).sum(), count + (part != -100).sum()
+        return torch.cat(vectors), (None if labels is None else weighted / count)
+
+    backbone.embed, backbone.train_forward = chunked_embed, chunked_train_forward
+    try:
+        yield
+    finally:
+        del backbone.embed, backbone.train_forward  # the instance attributes shadowed the methods
+
+
+class _FSDP2Accelerator:
+    """What accelerate does with a model under FSDP2 (``fsdp_version: 2``). accelerate itself
+    runs FSDP on accelerators only: with ``cpu=True`` it quietly falls back to DDP."""
+
+    device = torch.device("cpu")
+
+    def __init__(self):
+        self.process_index, self.num_processes = torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+    def unwrap_model(self, module):
+        return module  # fully_shard changes the module in place
+
+    @contextlib.contextmanager
+    def no_sync(self, module):
+        module.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            module.set_requires_gradient_sync(True)
+
+    def backward(self, loss):
+        loss.backward()
+
+
+def _fsdp2(step: TrainStep, backbone):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (torch.distributed.get_world_size(),))
+    for layer in backbone.model.encoder.layer:  # BertLayer: the transformer-based wrap policy's unit
+        fully_shard(layer, mesh=mesh)
+    fully_shard(step, mesh=mesh)  # the root: embeddings, pooler and the MLM head
+    return step, _FSDP2Accelerator()
+
+
+def _one_step(recipe: Recipe, examples: list[Example], chunk: int = 0, reference: int = 0, fsdp: bool = False) -> dict:
+    """One forward and backward as the trainer does it (cached in chunks of ``chunk``, or
+    uncached with ``reference``-row encodings); gradients as DDP (or FSDP2) leaves them."""
     accelerator = make_accelerator(recipe)
     torch.manual_seed(recipe.seed)
     backbone = create_backbone(recipe)
     objectives = build_objectives(recipe)
     backbone.enable_lm()
     batches = Batches(examples, recipe, backbone, objectives)
-    module = accelerator.prepare(TrainStep(backbone, objectives).train())
-    loss, logs = module(batches.local(0, accelerator.process_index, accelerator.num_processes))
-    accelerator.backward(loss)
-    grads = {n.removeprefix("module."): p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+    step = TrainStep(backbone, objectives).train()
+    module, accelerator = _fsdp2(step, backbone) if fsdp else (accelerator.prepare(step), accelerator)
+    batch = batches.local(0, accelerator.process_index, accelerator.num_processes)
+    torch.manual_seed(recipe.seed + 1)  # dropout starts from here in every variant
+    with _encoding_in_chunks(backbone, reference) if reference else contextlib.nullcontext():
+        logs = forward_backward(module, batch, accelerator, chunk)
+    grads = {n.removeprefix("module."): p.grad for n, p in module.named_parameters() if p.grad is not None}
+    grads = {n: g.full_tensor() if fsdp else g.clone() for n, g in grads.items()}  # FSDP: this process's shard
     return {"grads": grads, "logs": {k: float(v) for k, v in logs.items()}}
 
 
-def _process(rank: int, world: int, port: int, recipe: dict, examples: list[Example], out: str) -> None:
+def _assert_same(got: dict, expected: dict, what: str) -> None:
+    assert got["logs"].keys() == expected["logs"].keys(), what
+    for key, value in expected["logs"].items():
+        assert got["logs"][key] == pytest.approx(value, rel=1e-5), f"{what}: {key}"
+    assert got["grads"].keys() == expected["grads"].keys() and len(expected["grads"]) > 20, what
+    for name, grad in expected["grads"].items():
+        # float32 sums run in another order on halves or chunks; a real error (a missing
+        # world-size factor, local-only negatives, other dropout masks) is off by tens of percent
+        assert (got["grads"][name] - grad).norm() <= 1e-5 * grad.norm() + 1e-8, f"{what}: {name}"
+        torch.testing.assert_close(got["grads"][name], grad, rtol=1e-4, atol=1e-5,
+                                   msg=lambda m, n=name: f"{what}: {n}: {m}")
+
+
+def _process(rank: int, world: int, port: int, runs: dict, examples: list[Example], out: str) -> None:
     import os
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
-    result = _one_step(Recipe(**recipe), examples)
+    results = {name: _one_step(Recipe(**recipe), examples, **how) for name, (recipe, how) in runs.items()}
     if rank == 0:
-        torch.save(result, out)
+        torch.save(results, out)
 
 
-def test_two_processes_give_the_loss_and_gradients_of_one(tmp_path, still_bert_dir, csn_train):
-    import torch.multiprocessing as mp
-
-    # sda+mep: global negatives, and an LM mean over tokens the two halves hold unequally.
-    # minilm's factory on the tiny weights = mean pooling, so the contrastive gradient is
-    # not drowned by MEP's ([CLS] of a random tiny BERT scores every pair alike)
-    recipe = _recipe(tmp_path, still_bert_dir, csn_train, objective="sda+mep", batch_size=8,
-                     backbone="minilm", similarity="cos", temperature=0.05)
-    examples, _ = load_examples(csn_train, "train")
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def _sda_mep(tmp_path: Path, model: Path, data: str) -> Recipe:
+    # sda+mep: global negatives, and an LM mean over tokens the two halves (and the chunks)
+    # hold unequally. minilm's factory on the tiny weights = mean pooling, so the contrastive
+    # gradient is not drowned by MEP's ([CLS] of a random tiny BERT scores every pair alike)
+    return _recipe(tmp_path, model, data, objective="sda+mep", batch_size=8, backbone="minilm",
+                   similarity="cos", temperature=0.05)
+
+
+def test_two_processes_give_the_loss_and_gradients_of_one(tmp_path, still_bert_dir, tiny_bert_dir, csn_train):
+    """DDP through accelerate, and FSDP2 (parameters and gradients sharded), on gloo; with
+    and without gradient caching, whose 2-process gathering of global negatives is the point."""
+    import torch.multiprocessing as mp
+
+    still = _sda_mep(tmp_path, still_bert_dir, csn_train)  # no dropout: 1 and 2 processes draw different noise
+    dropout = _sda_mep(tmp_path, tiny_bert_dir, csn_train)
+    examples, _ = load_examples(csn_train, "train")
+    runs = {  # 4 examples per process; chunks of 3 rows split the queries, passages and MEP tokens unevenly
+        "uncached": (still.to_dict(), {}),
+        "cached": (still.to_dict(), {"chunk": 3}),
+        "dropout, cached": (dropout.to_dict(), {"chunk": 3}),
+        "dropout, uncached": (dropout.to_dict(), {"reference": 3}),
+        "FSDP2": (still.to_dict(), {"fsdp": True}),
+        "FSDP2, cached": (still.to_dict(), {"fsdp": True, "chunk": 3}),
+    }
     out = tmp_path / "two.pt"
-    mp.spawn(_process, args=(2, port, recipe.to_dict(), examples, str(out)), nprocs=2, join=True)
+    mp.spawn(_process, args=(2, _free_port(), runs, examples, str(out)), nprocs=2, join=True)
     two = torch.load(out, weights_only=True)
-    one = _one_step(recipe, examples)
+    one = _one_step(still, examples)
 
     assert one["logs"].keys() == {"sda", "mep", "loss"}
-    for key, value in one["logs"].items():
-        assert two["logs"][key] == pytest.approx(value, rel=1e-5), key
-    assert one["grads"].keys() == two["grads"].keys() and len(one["grads"]) > 20
-    for name, grad in one["grads"].items():
-        # float32 sums run in another order on two halves; a real error (a missing
-        # world-size factor, local-only negatives) is off by tens of percent
-        assert (two["grads"][name] - grad).norm() <= 1e-5 * grad.norm() + 1e-8, name
-        torch.testing.assert_close(two["grads"][name], grad, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+    _assert_same(two["uncached"], one, "2 processes")
+    _assert_same(two["cached"], one, "2 processes, gradient caching")
+    _assert_same(two["dropout, cached"], two["dropout, uncached"], "2 processes with dropout, gradient caching")
+    _assert_same(two["FSDP2"], one, "2 processes, FSDP2")
+    _assert_same(two["FSDP2, cached"], one, "2 processes, FSDP2, gradient caching")
+
+
+@pytest.mark.parametrize("which", ["bert", "t5"])
+def test_grad_cache_gives_the_gradients_of_the_whole_batch(tmp_path, which, tiny_bert_dir, tiny_t5_sentinels, csn_train,
+                                                           monkeypatch):
+    from structret import gradcache
+
+    recipe = _sda_mep(tmp_path, tiny_bert_dir, csn_train)  # dropout 0.1 in the tiny BERT and T5
+    if which == "t5":  # MEP on T5: sentinels in, spans out through the decoder
+        recipe = resolve_recipe(None, {**recipe.to_dict(), "backbone": "t5", "model": str(tiny_t5_sentinels)})
+    examples, _ = load_examples(csn_train, "train")
+    uncached = _one_step(recipe, examples)
+    # one chunk holds everything: the same forwards in the same order, the same masks
+    _assert_same(_one_step(recipe, examples, chunk=8), uncached, "one chunk")
+    # chunks of 3 draw other masks than one forward of 8: compared with the uncached step
+    # encoding 3 at a time in one graph
+    cached = _one_step(recipe, examples, chunk=3)
+    _assert_same(cached, _one_step(recipe, examples, reference=3), "chunks of 3")
+
+    # and the RNG handling is what makes it so: a replay with fresh dropout masks is off
+    monkeypatch.setattr(gradcache.RandState, "replay", lambda self: contextlib.nullcontext())
+    careless = _one_step(recipe, examples, chunk=3)
+    off = max(float((careless["grads"][n] - g).norm() / g.norm()) for n, g in cached["grads"].items() if g.norm() > 0)
+    assert off > 1e-2, off
+
+
+def test_train_command_takes_grad_cache_chunk(tmp_path, tiny_bert_dir, csn_train):
+    from click.testing import CliRunner
+
+    from structret.cli import cli
+
+    def run(*args):
+        return CliRunner().invoke(cli, ["train", "--backbone", "hf-encoder", "--model", str(tiny_bert_dir), "--data",
+                                        csn_train, "--set", "max_steps=1", "--set", "batch_size=4", "--set",
+                                        "query_max_len=16", "--set", "passage_max_len=32", *args])
+
+    done = run("--objective", "sda", "--grad-cache-chunk", "3", "--out", str(tmp_path / "run"))
+    assert done.exit_code == 0, done.output
+    assert resolve_recipe(str(tmp_path / "run" / "recipe.toml")).grad_cache_chunk == 3
+    refused = run("--objective", "mep", "--grad-cache-chunk", "3", "--out", str(tmp_path / "mep"))
+    assert refused.exit_code != 0 and "has no contrastive objective" in refused.output, refused.output
+
+
+def test_grad_cache_needs_a_contrastive_objective(tmp_path, tiny_bert_dir, csn_train):
+    from structret.gradcache import GradCacheError
+
+    with pytest.raises(GradCacheError, match=r"'mep' has no contrastive objective.*grad_cache_chunk = 0"):
+        train(_recipe(tmp_path, tiny_bert_dir, csn_train, objective="mep", grad_cache_chunk=2))
+    with pytest.raises(RecipeError, match="grad_cache_chunk cannot be negative"):
+        _recipe(tmp_path, tiny_bert_dir, csn_train, grad_cache_chunk=-1)
 
 
 # --- other runs ------------------------------------------------------------------------------------
 
 
-def test_dr_with_hard_negatives_on_tevatron_lines(tmp_path, tiny_bert_dir):
+@pytest.mark.parametrize("chunk", [0, 5])  # 5: chunks cut through the groups of a query's passages
+def test_dr_with_hard_negatives_on_tevatron_lines(tmp_path, tiny_bert_dir, chunk):
     rng = random.Random(1)
     path = tmp_path / "train.jsonl"
     with path.open("w") as f:
@@ -381,7 +532,8 @@ def test_dr_with_hard_negatives_on_tevatron_lines(tmp_path, tiny_bert_dir):
             f.write(json.dumps({"query_id": str(i), "query": " ".join(words[:3]),
                                 "positive_passages": [{"docid": f"p{i}", "title": "", "text": " ".join(words)}],
                                 "negative_passages": [{"docid": f"n{i}{j}", "text": rng.choice(_WORDS)} for j in range(3)]}) + "\n")
-    recipe = _recipe(tmp_path, tiny_bert_dir, f"tevatron:{path}", objective="dr", negatives=2, max_steps=2)
+    recipe = _recipe(tmp_path, tiny_bert_dir, f"tevatron:{path}", objective="dr", negatives=2, max_steps=2,
+                     grad_cache_chunk=chunk)
     final = train(recipe)
     rows = [json.loads(line) for line in (Path(recipe.output) / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all(r["loss/dr"] > 0 for r in rows)
