@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import glob
 import json
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,15 +29,25 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success it replaces ``path`` in one rename.
 
     If the body raises (or the process dies), ``path`` still holds what it held before.
+    Temporary directories that a killed save left next to ``path`` are removed here.
     """
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    _clean_up_after_killed_saves(final)
+    # host and pid in the name: a later save can tell a dead writer's leftovers from a live one's
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{_HOST}.{os.getpid()}.", suffix=".tmp", dir=final.parent))
     try:
         yield tmp
         write_checksums(tmp)
+        if final.exists() and _exchange(tmp, final):
+            # one step: there is no moment without an artifact at ``path``; tmp now holds the previous one
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
         old = None
         if final.exists():
+            # no atomic exchange here (not Linux, or a file system without it): the previous
+            # artifact waits in .NAME.old between the two renames, and a killed save is put
+            # back by the next one (_clean_up_after_killed_saves)
             old = final.with_name(f".{final.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(final, old)
@@ -41,6 +57,51 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+_HOST = socket.gethostname().replace(os.sep, "_") or "localhost"
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically (Linux renameat2); False where the system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2  # glibc >= 2.28
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # the file system or kernel has no exchange
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _clean_up_after_killed_saves(final: Path) -> None:
+    """Remove temporary siblings of ``final`` whose writer died on this host; put back a
+    previous artifact that a killed non-atomic replace left in ``.NAME.old``."""
+    old = final.with_name(f".{final.name}.old")
+    if old.is_dir() and not final.exists():
+        os.replace(old, final)
+    pattern = re.compile(rf"^\.{re.escape(final.name)}\.(.+)\.(\d+)\.[^.]+\.tmp$")
+    for sibling in final.parent.glob(f".{glob.escape(final.name)}.*.tmp"):
+        found = pattern.match(sibling.name)
+        if found and found.group(1) == _HOST and not _alive(int(found.group(2))):
+            shutil.rmtree(sibling, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _sha256(path: Path) -> str:

@@ -69,8 +69,14 @@ class TreeSitterMiner:
         self._comments = tree_sitter.Query(self._parser.language, pattern)
 
     def functions(self, source: str, path: str) -> list[MinedFunction]:
+        from structret_code.extractors import ParseTimeout, parse
+
         data = source.encode("utf-8")
-        root = self._parser.parse(data).root_node
+        try:
+            root = parse(self._parser, data).root_node
+        except ParseTimeout as exc:
+            # skipped like a file that does not parse: one pathological file must not stall a run
+            raise SyntaxError(f"{exc} (tree-sitter-{self.language})", (path, 1, 1, "")) from None
         if root.has_error:
             raise _syntax_error(root, path, data, self.language)
         file = _File(data, root)
