@@ -88,22 +88,32 @@ def plugins(kind):
 @click.option("--repo", help="Value of the 'repo' field (default: the folder name).")
 @click.option("--exclude", multiple=True, metavar="DIRNAME",
               help="Folder name to skip, repeatable (always skipped: __pycache__, site-packages, node_modules, vendor).")
-def mine(src, language, out, repo, exclude):
+@click.option("--workers", "-j", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Processes mining in parallel; the output is the same bytes for any number.")
+@click.option("--chunk-files", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Files per shard: the unit of work of a worker, and what an interrupted run redoes at most.")
+def mine(src, language, out, repo, exclude, workers, chunk_files):
     """Turn a source tree into a CodeSearchNet-format corpus.
 
     Applies CodeSearchNet's rules (query = first docstring paragraph; drops short
     queries, short functions, dunder methods and constructors, names with 'test',
     duplicate code) and splits train/valid/test by file path.
 
+    Long runs resume: shards of --chunk-files files are written to OUT.shards/ as
+    they finish; run the same command again after an interruption and only the
+    unfinished shards are mined. OUT is written (and OUT.shards/ removed) at the end.
+
     \b
     Example:
       structret mine /usr/lib/python3.11 --language python --out stdlib.jsonl.gz
+      structret mine ~/src/big-tree --language java --workers 8 --out big.jsonl.gz   # Ctrl-C, re-run: resumes
       structret bench --data codesearchnet:stdlib.jsonl.gz --split test
     """
     get_registry().get("miner", language)  # unknown language: error before walking the tree
     from structret.mining import DEFAULT_EXCLUDE, mine as run_mine
 
-    report = run_mine(src, language, out, repo=repo, exclude=tuple(DEFAULT_EXCLUDE) + exclude)
+    report = run_mine(src, language, out, repo=repo, exclude=tuple(DEFAULT_EXCLUDE) + exclude, workers=workers,
+                      chunk_files=chunk_files)
     click.echo(report.summary())
 
 
@@ -204,51 +214,68 @@ def _backbone(backbone, model):
 @_apply(_data_options + _backbone_options)
 @click.option("--what", type=click.Choice(["documents", "queries"]), default="documents", show_default=True)
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Output folder.")
-def encode(data, split, data_options, backbone, model, batch_size, what, out):
+@click.option("--shard", metavar="I/N",
+              help="Encode only slice I of N (0-based) into OUT/shard-I-of-N; run N of them, anywhere, then "
+                   "'structret index --embeddings OUT'. Default under accelerate launch/torchrun: RANK/WORLD_SIZE.")
+@click.option("--chunk-rows", default=10_000, show_default=True, type=click.IntRange(min=1),
+              help="Rows encoded and saved at a time; a re-run of an interrupted command skips finished chunks.")
+def encode(data, split, data_options, backbone, model, batch_size, what, out, shard, chunk_rows):
     """Encode a dataset's documents (or queries) to vectors.
 
-    Writes embeddings.npy (float32), ids.json and structret.json into OUT.
+    Writes embeddings.npy (float32), ids.json and structret.json into OUT (with
+    --shard I/N: into OUT/shard-I-of-N). Vectors are saved every --chunk-rows rows
+    while encoding, so running the same command again after an interruption resumes;
+    a finished output with the same inputs is left as it is.
 
     \b
-    Example:
+    Examples:
       structret encode --data codesearchnet:stdlib.jsonl.gz --split test --out runs/emb
       structret index --embeddings runs/emb --index hnsw --out runs/idx
+    \b
+      # four shards, e.g. on four machines sharing runs/ (or copied into one folder)
+      structret encode --data codesearchnet:big.jsonl.gz --out runs/emb --shard 0/4   # ... 1/4, 2/4, 3/4
+      structret index --embeddings runs/emb --index hnsw --out runs/idx
+    \b
+      # one shard per process: RANK of WORLD_SIZE
+      accelerate launch --num_processes 2 $(which structret) encode --data codesearchnet:big.jsonl.gz --out runs/emb
     """
-    import json
+    from pathlib import Path
 
-    import numpy as np
+    from structret.embeddings import encode_resumably, fingerprint, parse_shard, shard_from_env
 
-    from structret.artifacts import atomic_dir, write_meta
-
+    chosen = parse_shard(shard) if shard else shard_from_env()
+    if chosen is not None and not shard:
+        click.echo(f"encoding shard {chosen} (RANK/WORLD_SIZE of the launcher)", err=True)
     dataset = _read(data, split, data_options)
     encoder, text_format = _backbone(backbone, model)
-    if what == "documents":
-        ids, texts = list(dataset.corpus), [text_format.document(r) for r in dataset.corpus.values()]
-    else:
-        ids, texts = list(dataset.queries), [text_format.query(q) for q in dataset.queries.values()]
-    vectors = encoder.encode(texts, kind="query" if what == "queries" else "document",
-                             batch_size=batch_size, show_progress=True)
-    with atomic_dir(out) as tmp:
-        np.save(tmp / "embeddings.npy", vectors.astype("float32"), allow_pickle=False)
-        (tmp / "ids.json").write_text(json.dumps(ids))
-        write_meta(tmp, {"artifact": "embeddings", "what": what, "count": len(ids), "dim": int(vectors.shape[1]),
-                         "backbone": backbone, "model": encoder.name, "model_override": model, "data": data})
-        if what == "documents":
-            _write_texts(tmp, ids, texts)
-    click.echo(f"wrote {len(ids)} {what} vectors of dim {vectors.shape[1]} to {out}")
-
-
-def _write_texts(directory, ids, texts):
-    import gzip
-    import json
-
-    with gzip.open(directory / "texts.jsonl.gz", "wt", encoding="utf-8") as f:
-        for i, t in zip(ids, texts):
-            f.write(json.dumps({"id": i, "text": t}) + "\n")
+    records = dataset.corpus if what == "documents" else dataset.queries
+    all_ids = list(records)
+    start, end = chosen.rows(len(all_ids)) if chosen else (0, len(all_ids))
+    ids = all_ids[start:end]
+    form = text_format.document if what == "documents" else text_format.query
+    texts = [form(records[i]) for i in ids]
+    kind = "query" if what == "queries" else "document"
+    meta = {"what": what, "backbone": backbone, "model": encoder.name, "model_override": model, "data": data,
+            "split": split, "text_format": text_format.name, "aspects": text_format.aspects,
+            "corpus": {"count": len(all_ids), "ids_sha256": fingerprint(all_ids)}}
+    if chosen is not None:
+        meta.update(shard=[chosen.index, chosen.count], rows=[start, end])
+    target = Path(out) / chosen.dirname if chosen else Path(out)
+    report = encode_resumably(
+        target, ids, texts, lambda batch: encoder.encode(batch, kind=kind, batch_size=batch_size, show_progress=True),
+        meta, chunk_rows=chunk_rows, with_texts=what == "documents")
+    part = f" (shard {chosen}: rows {start} to {end} of {len(all_ids)})" if chosen else ""
+    if report.already_complete:
+        click.echo(f"{target} already holds these {len(ids)} {what} vectors{part}; nothing to do")
+        return
+    resumed = f"; {report.chunks_reused} of {report.chunks} chunks were already done" if report.chunks_reused else ""
+    click.echo(f"wrote {len(ids)} {what} vectors of dim {report.dim} to {target}{part}{resumed}")
 
 
 @cli.command()
-@click.option("--embeddings", type=click.Path(exists=True, file_okay=False), help="Folder written by 'structret encode'.")
+@click.option("--embeddings", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="Folder written by 'structret encode' (with --shard: the folder holding its shard-I-of-N "
+                   "folders); repeatable, to combine shards kept in several places.")
 @click.option("--data", "-d", help="FORMAT:PATH to encode and index in one go (instead of --embeddings).")
 @click.option("--split", help="Split to read.")
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
@@ -261,44 +288,48 @@ def _write_texts(directory, ids, texts):
 def index(embeddings, data, split, data_options, backbone, model, batch_size, index_name, index_options, metric, out):
     """Build a vector index from a dataset or from encoded embeddings.
 
+    From shards ('structret encode --shard I/N'), every shard of the corpus must be
+    there, encoded with the same model and text format; the error names the missing ones.
+
     \b
-    Example:
+    Examples:
       structret index --data codesearchnet:stdlib.jsonl.gz --split test --index hnsw --out runs/idx
       structret search runs/idx "read a config file" -k 5
+      structret index --embeddings runs/emb --index hnsw --out runs/idx            # all shards in runs/emb
+      structret index --embeddings a/emb --embeddings b/emb --out runs/idx          # shards from two machines
     """
-    import json
-    import shutil
-    from pathlib import Path
-
-    import numpy as np
-
-    from structret.artifacts import read_meta
     from structret.data import parse_options
+    from structret.embeddings import collect_parts, concatenate_texts, write_texts
 
-    if (embeddings is None) == (data is None):
-        raise click.UsageError("give exactly one of --embeddings DIR or --data FORMAT:PATH")
+    if (not embeddings) == (data is None):
+        raise click.UsageError("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH")
     if embeddings:
-        meta = read_meta(embeddings, artifact="embeddings", what="documents")
-        vectors = np.load(Path(embeddings) / "embeddings.npy", allow_pickle=False)
-        ids = json.loads((Path(embeddings) / "ids.json").read_text())
+        parts = collect_parts(embeddings)
+        meta = parts[0].meta
         backbone, model_name, model = meta["backbone"], meta["model"], meta.get("model_override")
-        texts_file = Path(embeddings) / "texts.jsonl.gz"
-    else:
-        dataset = _read(data, split, data_options)
-        encoder, text_format = _backbone(backbone, model)
-        ids = list(dataset.corpus)
-        texts = [text_format.document(r) for r in dataset.corpus.values()]
-        vectors = encoder.encode(texts, kind="document", batch_size=batch_size, show_progress=True)
-        model_name, texts_file = encoder.name, None
+        idx = get_registry().create("index", index_name, int(meta["dim"]), metric=metric,
+                                    **parse_options(index_options))
+        count = 0
+        for part in parts:  # one shard in memory at a time
+            ids = part.ids()
+            idx.add(ids, part.vectors())
+            count += len(ids)
+        idx.save(out, meta={"model": model_name, "backbone": backbone, "model_override": model})
+        # the texts travel with the index so 'structret search' can show what it found
+        concatenate_texts(parts, out)
+        shards = f" from {len(parts)} shards" if len(parts) > 1 else ""
+        click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
+        return
+    dataset = _read(data, split, data_options)
+    encoder, text_format = _backbone(backbone, model)
+    ids = list(dataset.corpus)
+    texts = [text_format.document(r) for r in dataset.corpus.values()]
+    vectors = encoder.encode(texts, kind="document", batch_size=batch_size, show_progress=True)
     idx = get_registry().create("index", index_name, int(vectors.shape[1]), metric=metric,
                                 **parse_options(index_options))
     idx.add(ids, vectors)
-    idx.save(out, meta={"model": model_name, "backbone": backbone, "model_override": model})
-    # the texts travel with the index so 'structret search' can show what it found
-    if texts_file is not None:
-        shutil.copy(texts_file, Path(out) / "texts.jsonl.gz")
-    else:
-        _write_texts(Path(out), ids, texts)
+    idx.save(out, meta={"model": encoder.name, "backbone": backbone, "model_override": model})
+    write_texts(out, ids, texts)
     click.echo(f"indexed {len(ids)} vectors ({index_name}, {metric}) in {out}")
 
 
@@ -316,6 +347,7 @@ def search(index_dir, queries, k, lines):
     """
     import gzip
     import json
+    import zlib
     from pathlib import Path
 
     from structret.artifacts import read_meta
@@ -329,8 +361,14 @@ def search(index_dir, queries, k, lines):
     texts = {}
     texts_file = Path(index_dir) / "texts.jsonl.gz"
     if texts_file.exists():
-        with gzip.open(texts_file, "rt", encoding="utf-8") as f:
-            texts = {row["id"]: row["text"] for row in map(json.loads, f)}
+        try:
+            with gzip.open(texts_file, "rt", encoding="utf-8") as f:
+                texts = {row["id"]: row["text"] for row in map(json.loads, f)}
+        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
+            # the texts are a convenience beside the index, not part of it: show ids and say so
+            click.echo(f"warning: {texts_file} is damaged ({exc}); showing ids only. Run "
+                       f"'structret index' again to rewrite it.", err=True)
+            texts = {}
     scores, ids = idx.search(encoder.encode([text_format.query(q) for q in queries], kind="query"), k)
     for query, row_scores, row_ids in zip(queries, scores, ids):
         click.secho(f"query: {query}", bold=True)
@@ -418,10 +456,13 @@ def new_model(data, split, data_options, backbone, options, out):
 @click.option("--out", "-o", "output", help="Run directory: recipe.toml, metrics.jsonl, checkpoints, final/.")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Any other recipe field, repeatable: lr=2e-5, batch_size=16, max_steps=200, ...")
+@click.option("--grad-cache-chunk", "grad_cache_chunk", type=click.IntRange(min=0), metavar="N",
+              help="Gradient caching: encode N texts at a time, same gradients as the whole batch, memory of N "
+                   "(0 = off); recipe field grad_cache_chunk.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
 @click.option("--list-recipes", is_flag=True, help="List the shipped recipes and exit.")
-def train(recipe, objective, backbone, model, backbone_options, data, split, data_options, output, settings, resume,
-          list_recipes):
+def train(recipe, objective, backbone, model, backbone_options, data, split, data_options, output, settings,
+          grad_cache_chunk, resume, list_recipes):
     """Continual pretraining or fine-tuning: any objectives on any backbone.
 
     One process on CPU; DDP when started with torchrun or accelerate launch
@@ -435,6 +476,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
       structret train --out runs/santa --resume
       structret train --recipe khan-jang-minilm-informed --data codesearchnet:stdlib.jsonl.gz --out runs/informed
       torchrun --nproc_per_node 2 $(which structret) train --recipe santa-code --data ... --out runs/ddp
+      structret train --recipe santa-code --data ... --grad-cache-chunk 16 --out runs/big-batch   # docs/scale.md
     """
     from pathlib import Path
 
@@ -446,7 +488,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
             click.echo(name)
         return
     overrides = {"objective": objective, "backbone": backbone, "model": model, "data": data,
-                 "split": split, "output": output}
+                 "split": split, "output": output, "grad_cache_chunk": grad_cache_chunk}
     for pair in settings:
         key, sep, value = pair.partition("=")
         if not sep:

@@ -36,13 +36,17 @@ import io
 import json
 import os
 import re
+import shutil
+import sys
 import tempfile
+import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Protocol, Sequence, runtime_checkable
 
-from structret.errors import DataError
+from structret.errors import DataError, StructretError
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -58,6 +62,14 @@ RULE_SHORT_DOC = "docstring < 3 tokens"
 RULE_SHORT_CODE = "code < 3 lines"
 RULE_DUPLICATE = "duplicate code"
 RULES = (RULE_DUNDER, RULE_STANDARD, RULE_TEST, RULE_NO_DOC, RULE_SHORT_DOC, RULE_SHORT_CODE, RULE_DUPLICATE)
+
+# Mining writes shards of DEFAULT_CHUNK_FILES files to OUT + SHARDS_SUFFIX; each shard's
+# name carries a hash of everything its content depends on, so a shard left by an
+# interrupted run is reused only when it would come out the same.
+SHARDS_SUFFIX = ".shards"
+DEFAULT_CHUNK_FILES = 64
+_SHARD_FORMAT = 1
+_MANIFEST = "manifest.json"
 
 MIN_DOCSTRING_TOKENS = 3
 MIN_CODE_LINES = 3
@@ -177,6 +189,12 @@ class MineReport:
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
     by_split: Counter = field(default_factory=Counter)
+    workers: int = 1
+    shards: int = 0
+    shards_reused: int = 0  # finished by an interrupted run, not mined again
+    shards_discarded: int = 0  # left by a run whose files or settings differ
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
     def skip_file(self, where: str, reason: str, detail: str = "") -> None:
         self.files_skipped[reason] += 1
@@ -205,6 +223,21 @@ class MineReport:
             if self.dropped[rule]:
                 lines.append(f"    dropped, {rule}: {self.dropped[rule]}")
         lines.append("  kept by split: " + ", ".join(f"{s} {self.by_split[s]}" for s in SPLIT_NAMES))
+        shards = (f"  {self.shards} shard{'s' if self.shards != 1 else ''}, "
+                  f"{self.workers} worker process{'es' if self.workers > 1 else ''}")
+        if self.shards_reused:
+            shards += f"; {self.shards_reused} shards already done by an interrupted run, not mined again"
+        if self.shards_discarded:
+            shards += f"; {self.shards_discarded} shards of an earlier run discarded (files or settings changed)"
+        lines.append(shards)
+        lines.extend(f"  note: {note}" for note in self.notes)
+        if self.seconds and self.shards_reused:  # rates over the whole corpus would flatter a resumed run
+            lines.append(f"  {self.seconds:.1f} s to mine {self.shards - self.shards_reused} shards and merge")
+        elif self.seconds:
+            rate = {what: f"{n / self.seconds:.0f}" for what, n in
+                    (("files", self.files_seen), ("functions", self.functions_found), ("rows", self.kept))}
+            lines.append(f"  {self.seconds:.1f} s: {rate['files']} files/s, {rate['functions']} functions/s, "
+                         f"{rate['rows']} rows/s")
         lines.append(f"  wrote {self.out}")
         return "\n".join(lines)
 
@@ -218,20 +251,32 @@ def mine(
     splits: Sequence[float] = (0.8, 0.1, 0.1),
     exclude: Sequence[str] = DEFAULT_EXCLUDE,
     show_progress: bool = True,
+    workers: int = 1,
+    chunk_files: int = DEFAULT_CHUNK_FILES,
 ) -> MineReport:
     """Mine every ``language`` file under ``src`` into a CodeSearchNet jsonl(.gz) at ``out``.
 
     ``exclude`` names directories not to enter (hidden ones never are). ``out`` is
     gzip-compressed when it ends in ``.gz``, and appears only when complete.
+
+    The files, in walk order, are cut into shards of ``chunk_files``; ``workers``
+    processes mine the shards into ``OUT.shards/`` (each shard written atomically),
+    then the shards are merged in order into ``out`` and the folder is removed. A run
+    that was interrupted leaves its finished shards behind, and the same call again
+    mines only the others. Duplicates are dropped while merging, so ``out`` is the same
+    bytes for any ``workers`` and ``chunk_files``.
     """
     from tqdm import tqdm  # only a mining run pays for it
 
     from structret.registry import get_registry
 
+    started = time.perf_counter()
     root = Path(src).expanduser().resolve()
     if not root.is_dir():
         raise DataError(f"{src}: not a directory. Pass the root of the source tree to mine.")
     splits = _check_splits(splits)
+    if int(workers) < 1 or int(chunk_files) < 1:
+        raise ValueError(f"workers={workers}, chunk_files={chunk_files}: both must be at least 1.")
     miner = get_registry().create("miner", language)
     extensions = tuple(miner.extensions)
     standard_methods = frozenset(getattr(miner, "standard_methods", ()))
@@ -240,61 +285,261 @@ def mine(
         raise DataError(f"{out}: is a directory. Give a file name such as {language}.jsonl.gz.")
 
     report = MineReport(
-        src=str(root), language=language, out=str(out_path), exclude=tuple(exclude), extensions=extensions
+        src=str(root), language=language, out=str(out_path), exclude=tuple(exclude), extensions=extensions,
+        workers=int(workers),
     )
     repo = repo if repo is not None else (root.name or str(root))
-    sha = git_head(root)
     files = list(_source_files(root, extensions, frozenset(exclude)))
     report.files_seen = len(files)
-    seen_code: set[bytes] = set()
+    job = _Job(root=str(root), language=language, repo=repo, sha=git_head(root), splits=splits,
+               standard_methods=standard_methods)
+    shard_dir = out_path.with_name(out_path.name + SHARDS_SUFFIX)
+    shards = _plan_shards(job, files, int(chunk_files), shard_dir)
+    report.shards = len(shards)
+    report.shards_discarded = _prepare_shard_dir(shard_dir, job, shards)
+    todo = [s for s in shards if not s.path.exists()]
+    report.shards_reused = len(shards) - len(todo)
+    if report.shards_reused and show_progress:
+        # before the bar, so a long resumed run says at once that it is resuming
+        done_files = sum(len(s.files) for s in shards) - sum(len(s.files) for s in todo)
+        print(f"resuming: {report.shards_reused} of {len(shards)} shards already done ({done_files} files), "
+              f"mining the other {len(todo)}", file=sys.stderr)
+
+    def progress():
+        return tqdm(total=sum(len(s.files) for s in todo), desc=f"mining {language}", unit="file",
+                    disable=not show_progress)
+
+    if int(workers) == 1 or len(todo) <= 1:
+        with progress() as bar:
+            for shard in todo:
+                _mine_shard(job, shard, miner)
+                bar.update(len(shard.files))
+    else:
+        _mine_in_processes(job, todo, int(workers), progress, shard_dir)
 
     with _atomic_writer(out_path) as sink:
-        for file in tqdm(files, desc=f"mining {language}", unit="file", disable=not show_progress):
-            rel = file.relative_to(root).as_posix()
-            source = _read_source(file, rel, report)
-            if source is None:
-                continue
-            try:
-                functions = miner.functions(source, rel)
-            except SyntaxError as exc:
-                report.skip_file(f"{rel}:{exc.lineno or 1}", "syntax error", exc.msg or "")
-                continue
-            except Exception as exc:
-                # A bug in the miner, not in the file: one file should not cost a long
-                # run, and the summary shows the error so it can be reported.
-                report.skip_file(f"{rel}:1", "miner error", repr(exc))
-                continue
-            partition = partition_of(rel, splits)
-            for fn in functions:
-                report.functions_found += 1
-                summary_tokens = tokenize_docstring(docstring_summary(fn.docstring))
-                rule = drop_rule(fn, summary_tokens, standard_methods)
-                if rule is None:
-                    key = hashlib.sha1(fn.code.encode("utf-8")).digest()
-                    if key in seen_code:
-                        rule = RULE_DUPLICATE
-                    seen_code.add(key)
-                if rule is not None:
-                    report.dropped[rule] += 1
-                    continue
-                row = {
-                    "repo": repo,
-                    "path": rel,
-                    "func_name": fn.func_name,
-                    "original_string": fn.original_string,
-                    "language": language,
-                    "code": fn.code,
-                    "code_tokens": fn.code_tokens,
-                    "docstring": fn.docstring,
-                    "docstring_tokens": summary_tokens,
-                    "sha": sha,
-                    "partition": partition,
-                    "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}",
-                }
-                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                report.kept += 1
-                report.by_split[partition] += 1
+        seen_code: set[bytes] = set()
+        for shard in shards:
+            for entry in _read_shard(job, shard, miner, report):
+                _merge_file(entry, report, seen_code, sink)
+    shutil.rmtree(shard_dir, ignore_errors=True)
+    report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every shard of one run shares; picklable, for the worker processes."""
+
+    root: str
+    language: str
+    repo: str
+    sha: str
+    splits: tuple[float, float, float]
+    standard_methods: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Shard:
+    path: Path
+    files: tuple[str, ...]  # paths relative to the root, in walk order
+
+
+def _plan_shards(job: _Job, files: list[Path], chunk_files: int, shard_dir: Path) -> list[_Shard]:
+    try:
+        from importlib.metadata import version
+
+        code_version = version("structret")
+    except Exception:  # running from a source tree that was never installed
+        code_version = "unknown"
+    settings = json.dumps([_SHARD_FORMAT, code_version, job.root, job.language, job.repo, job.sha, job.splits])
+    shards = []
+    for n, start in enumerate(range(0, len(files), chunk_files)):
+        chunk = files[start : start + chunk_files]
+        digest = hashlib.sha1(settings.encode("utf-8"))
+        for file in chunk:
+            try:
+                stat = file.stat()
+                stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
+            except OSError:  # gone or unreadable: mining counts it, the key just has to be stable
+                stamp = "-"
+            digest.update(f"\n{file.relative_to(job.root).as_posix()}\0{stamp}".encode("utf-8", "surrogateescape"))
+        files_rel = tuple(f.relative_to(job.root).as_posix() for f in chunk)
+        shards.append(_Shard(shard_dir / f"{n:05d}-{digest.hexdigest()[:16]}.jsonl.gz", files_rel))
+    return shards
+
+
+def _prepare_shard_dir(shard_dir: Path, job: _Job, shards: list[_Shard]) -> int:
+    """Write the manifest; delete temp files and shards no longer planned. Returns how many were deleted."""
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    wanted = {s.path.name for s in shards}
+    discarded = 0
+    for path in shard_dir.iterdir():
+        if path.name.endswith(".tmp"):  # a shard whose writer was killed
+            path.unlink(missing_ok=True)
+        elif path.name.endswith(".jsonl.gz") and path.name not in wanted:
+            # a source file or a setting changed since that shard was written
+            path.unlink(missing_ok=True)
+            discarded += 1
+    manifest = {
+        "what": "shards of 'structret mine'; delete this folder to start over",
+        "root": job.root, "language": job.language, "repo": job.repo, "sha": job.sha, "splits": job.splits,
+        "shards": [{"name": s.path.name, "files": list(s.files)} for s in shards],
+    }
+    with _atomic_writer(shard_dir / _MANIFEST) as f:
+        json.dump(manifest, f, indent=1)
+    return discarded
+
+
+def _mine_in_processes(job: _Job, todo: list[_Shard], workers: int, progress, shard_dir: Path) -> None:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_start_worker,
+                               initargs=(job.language,))
+    try:
+        futures = {pool.submit(_mine_shard_in_worker, job, shard): shard for shard in todo}
+        # the bar only now: tqdm starts a monitor thread, and forking the workers is safe only before it
+        with progress() as bar:
+            for future in as_completed(futures):
+                future.result()
+                bar.update(len(futures[future].files))
+    except BrokenProcessPool:
+        raise StructretError(
+            f"a mining process died (killed, or out of memory?). The shards it finished are kept in "
+            f"{shard_dir}: run the same command again to mine only the rest, with fewer --workers if memory "
+            f"ran out."
+        ) from None
+    finally:
+        # on Ctrl-C or an error: start no more shards; the ones running finish or leave no file
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_worker_miner: Miner | None = None
+_worker_interrupted = False
+
+
+def _start_worker(language: str) -> None:
+    # one miner per process: a tree-sitter parser cannot be pickled, and is reused for every shard
+    global _worker_miner
+    import threading
+
+    from structret.registry import get_registry
+
+    _worker_miner = get_registry().create("miner", language)
+    parent = os.getppid()
+
+    def exit_with_parent() -> None:
+        # A main process stopped by `kill PID` or the OOM killer leaves its workers waiting
+        # for work forever; a half-written shard stays a .tmp file, which the next run removes.
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
+
+
+def _mine_shard_in_worker(job: _Job, shard: _Shard) -> None:
+    global _worker_interrupted
+    # Ctrl-C reaches every process of the group; the shards already queued to this worker
+    # would still be mined one by one before the run could stop, so refuse them at once
+    if _worker_interrupted:
+        raise KeyboardInterrupt
+    try:
+        _mine_shard(job, shard, _worker_miner)
+    except KeyboardInterrupt:
+        _worker_interrupted = True
+        raise
+
+
+def _mine_shard(job: _Job, shard: _Shard, miner: Miner) -> None:
+    """Mine the files of one shard into its file: one JSON line per source file, in order."""
+    with _atomic_writer(shard.path, compresslevel=1) as sink:  # read once, soon: speed over size
+        for rel in shard.files:
+            # ASCII escapes: a file name that is not UTF-8 must round-trip through the shard
+            sink.write(json.dumps(_mine_file(job, rel, miner)) + "\n")
+
+
+def _mine_file(job: _Job, rel: str, miner: Miner) -> dict:
+    """One file's outcome: {"skip": [where, reason, detail]}, or the functions found, the
+    counts dropped by each rule, and the rows kept (duplicates are decided later, in order)."""
+    file = Path(job.root, rel)
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 in the name: no row could name its path
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return {"path": rel, "skip": [f"{shown}:1", "file name not UTF-8", "rename it to mine it"]}
+    source = _read_source(file, rel)
+    if isinstance(source, list):
+        return {"path": rel, "skip": source}
+    try:
+        functions = miner.functions(source, rel)
+    except SyntaxError as exc:
+        return {"path": rel, "skip": [f"{rel}:{exc.lineno or 1}", "syntax error", exc.msg or ""]}
+    except Exception as exc:
+        # A bug in the miner, not in the file: one file should not cost a long
+        # run, and the summary shows the error so it can be reported.
+        return {"path": rel, "skip": [f"{rel}:1", "miner error", repr(exc)]}
+    partition = partition_of(rel, job.splits)
+    dropped: Counter = Counter()
+    rows = []
+    for fn in functions:
+        summary_tokens = tokenize_docstring(docstring_summary(fn.docstring))
+        rule = drop_rule(fn, summary_tokens, job.standard_methods)
+        if rule is not None:
+            dropped[rule] += 1
+            continue
+        rows.append({
+            "repo": job.repo,
+            "path": rel,
+            "func_name": fn.func_name,
+            "original_string": fn.original_string,
+            "language": job.language,
+            "code": fn.code,
+            "code_tokens": fn.code_tokens,
+            "docstring": fn.docstring,
+            "docstring_tokens": summary_tokens,
+            "sha": job.sha,
+            "partition": partition,
+            "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}",
+        })
+    return {"path": rel, "found": len(functions), "dropped": dropped, "rows": rows}
+
+
+def _read_shard(job: _Job, shard: _Shard, miner: Miner, report: MineReport) -> list[dict]:
+    """The shard's entries; a shard that cannot be read (damaged on disk) is mined again."""
+    for attempt in (1, 2):
+        try:
+            with gzip.open(shard.path, "rt", encoding="utf-8") as f:
+                entries = [json.loads(line) for line in f]
+            if [e.get("path") for e in entries] == list(shard.files):
+                return entries
+            problem = "it does not list the files it should cover"
+        except (OSError, EOFError, ValueError, zlib.error) as exc:  # gzip CRC, truncation, bad JSON
+            problem = f"{type(exc).__name__}: {exc}"
+        if attempt == 2:
+            raise DataError(f"{shard.path}: cannot be read back right after writing it ({problem}); "
+                            f"is the disk full or failing? Delete {shard.path.parent} and run again.")
+        report.notes.append(f"{shard.path.name} was damaged ({problem}); mined its {len(shard.files)} files again")
+        _mine_shard(job, shard, miner)
+    raise AssertionError("unreachable")
+
+
+def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO[str]) -> None:
+    if "skip" in entry:
+        report.skip_file(*entry["skip"])
+        return
+    report.functions_found += entry["found"]
+    report.dropped.update(entry["dropped"])
+    for row in entry["rows"]:
+        key = hashlib.sha1(row["code"].encode("utf-8")).digest()
+        if key in seen_code:  # the first copy, in walk order, is the one kept
+            report.dropped[RULE_DUPLICATE] += 1
+            continue
+        seen_code.add(key)
+        sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+        report.kept += 1
+        report.by_split[row["partition"]] += 1
 
 
 def _check_splits(splits: Sequence[float]) -> tuple[float, float, float]:
@@ -320,25 +565,23 @@ def _source_files(root: Path, extensions: tuple[str, ...], exclude: frozenset[st
                 yield Path(dirpath, name)
 
 
-def _read_source(file: Path, rel: str, report: MineReport) -> str | None:
-    """The file as text with ``\\n`` line ends, or None (skipped and counted)."""
+def _read_source(file: Path, rel: str) -> str | list[str]:
+    """The file as text with ``\\n`` line ends, or why it is skipped: [where, reason, detail]."""
     try:
         data = file.read_bytes()
     except OSError as exc:
-        report.skip_file(f"{rel}:1", "unreadable", exc.strerror or str(exc))
-        return None
+        return [f"{rel}:1", "unreadable", exc.strerror or str(exc)]
     try:
         # like CodeSearchNet, which read every file as UTF-8; a BOM is not content
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        report.skip_file(f"{rel}:{line}", "not UTF-8", f"byte 0x{data[exc.start]:02x}")
-        return None
+        return [f"{rel}:{line}", "not UTF-8", f"byte 0x{data[exc.start]:02x}"]
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 @contextlib.contextmanager
-def _atomic_writer(path: Path) -> Iterator[IO[str]]:
+def _atomic_writer(path: Path, compresslevel: int = 9) -> Iterator[IO[str]]:
     """Text written here lands at ``path`` only if the block finishes; else nothing does."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -348,7 +591,9 @@ def _atomic_writer(path: Path) -> Iterator[IO[str]]:
                 binary: IO[bytes] = raw
                 if path.name.endswith(".gz"):
                     # no file name and a zero mtime in the header: the same corpus, the same bytes
-                    binary = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+                    binary = stack.enter_context(
+                        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel)
+                    )
                 text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
                 yield text
                 text.flush()

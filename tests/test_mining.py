@@ -612,7 +612,9 @@ def test_interrupted_run_leaves_previous_output(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         mine(tmp_path / "src", "python", out, show_progress=False)
     assert out.read_bytes() == b"previous corpus"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl.gz", "src"]  # no temp file left
+    # no temp file left; the shard folder stays for the next run to resume from
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl.gz", "corpus.jsonl.gz.shards", "src"]
+    assert [p.name for p in (tmp_path / "corpus.jsonl.gz.shards").iterdir()] == ["manifest.json"]
 
 
 def test_a_failing_miner_costs_one_file(tmp_path, monkeypatch):
@@ -691,3 +693,200 @@ def test_mine_the_standard_librarys_json_package(tmp_path):
     assert len(rows) == report.kept == sum(report.by_split.values())
     assert "dumps" in {r["func_name"] for r in rows}
     assert all(list(r) == CSN_FIELDS for r in rows)
+
+
+# --- workers and resuming ------------------------------------------------------------
+
+
+def big_tree(root: Path, files: int = 12) -> Path:
+    """Python files with kept, dropped, duplicate and broken functions, several per shard."""
+    src = language_tree(root, "python")
+    for i in range(files):
+        write_tree(src, {f"mod{i:02d}/m.py": PYTHON.replace("add_numbers", f"add_numbers_{i}")})
+    return src
+
+
+def test_workers_give_the_same_bytes_and_counts(tmp_path):
+    src = big_tree(tmp_path / "proj")
+    one, two = tmp_path / "1.jsonl.gz", tmp_path / "2.jsonl.gz"
+    first = mine(src, "python", one, show_progress=False)
+    second = mine(src, "python", two, workers=2, chunk_files=2, show_progress=False)
+    assert one.read_bytes() == two.read_bytes()
+    for field in ("files_seen", "files_skipped", "skipped_examples", "functions_found", "kept", "dropped", "by_split"):
+        assert getattr(first, field) == getattr(second, field), field
+    assert second.functions_found == second.kept + sum(second.dropped.values())
+    assert second.dropped[RULE_DUPLICATE] > 0  # duplicates across shards are still found
+    assert first.shards == 1 and second.shards == 8  # 16 files
+    assert "8 shards, 2 worker processes" in second.summary()
+    assert not (tmp_path / "2.jsonl.gz.shards").exists()  # removed once the output is written
+
+
+@pytest.mark.parametrize("language", ["go", "java"])
+def test_tree_sitter_miners_in_worker_processes(tmp_path, language):
+    src = language_tree(tmp_path / "proj", language)  # a tree-sitter parser cannot be pickled: made per worker
+    one, two = tmp_path / "1.jsonl.gz", tmp_path / "2.jsonl.gz"
+    first = mine(src, language, one, show_progress=False)
+    second = mine(src, language, two, workers=2, chunk_files=1, show_progress=False)
+    assert one.read_bytes() == two.read_bytes() and second.kept == first.kept == 2
+    assert second.files_skipped == first.files_skipped == Counter({"syntax error": 1, "not UTF-8": 1})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_file_name_that_is_not_utf8_is_skipped_and_counted(tmp_path, workers):
+    src = write_tree(tmp_path / "proj", {"a.py": PYTHON})
+    (src / "b.py").mkdir()  # a folder named like a source file: not a file, never read
+    with open(bytes(src) + b"/caf\xe9.py", "w", encoding="utf-8") as f:
+        f.write(PYTHON.replace("add_numbers", "other_add"))
+    report = mine(src, "python", tmp_path / "o.jsonl.gz", workers=workers, chunk_files=1, show_progress=False)
+    assert report.files_seen == 2 and report.files_skipped == Counter({"file name not UTF-8": 1})
+    assert "caf\\xe9.py:1: file name not UTF-8 (rename it to mine it)" in report.summary()
+    assert report.kept == 2 and [r["path"] for r in read_rows(tmp_path / "o.jsonl.gz")] == ["a.py", "a.py"]
+
+
+class Interrupting:
+    """The real Python miner, recording the files it mines; Ctrl-C at file ``stop_at``."""
+
+    def __init__(self, stop_at=None):
+        from structret_code.python_miner import PythonMiner
+
+        self.real, self.stop_at, self.mined = PythonMiner(), stop_at, []
+        self.extensions = self.real.extensions
+
+    def functions(self, source, path):
+        if path == self.stop_at:
+            raise KeyboardInterrupt
+        self.mined.append(path)
+        return self.real.functions(source, path)
+
+
+def mine_with(monkeypatch, miner, *args, **kwargs):
+    class Registry:
+        def create(self, kind, name):
+            return miner
+
+    with monkeypatch.context() as m:
+        m.setattr("structret.registry.get_registry", lambda: Registry())
+        return mine(*args, show_progress=False, **kwargs)
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
+    src = big_tree(tmp_path / "proj")
+    out, shards = tmp_path / "corpus.jsonl.gz", tmp_path / "corpus.jsonl.gz.shards"
+    with pytest.raises(KeyboardInterrupt):
+        mine_with(monkeypatch, Interrupting(stop_at="mod05/m.py"), src, "python", out, chunk_files=3)
+    assert not out.exists()
+    manifest = json.loads((shards / "manifest.json").read_text())
+    done = sorted(p.name for p in shards.glob("*.jsonl.gz"))
+    # walk order: mod00..mod11, then pkg/; mod05 is in the second shard of three files
+    assert len(done) == 1 and manifest["shards"][0]["name"] == done[0]
+    assert manifest["shards"][0]["files"] == ["mod00/m.py", "mod01/m.py", "mod02/m.py"]
+    assert not list(shards.glob("*.tmp"))
+
+    resumed = Interrupting()
+    report = mine_with(monkeypatch, resumed, src, "python", out, chunk_files=3)
+    assert report.shards_reused == 1 and "1 shards already done by an interrupted run" in report.summary()
+    assert "mod00/m.py" not in resumed.mined and "mod03/m.py" in resumed.mined  # the finished shard was not redone
+    assert len(resumed.mined) == report.files_seen - 3 - 1  # the rest, except the file that is not UTF-8
+
+    whole = tmp_path / "whole.jsonl.gz"
+    fresh = mine(src, "python", whole, show_progress=False)
+    assert out.read_bytes() == whole.read_bytes()
+    assert (report.functions_found, report.kept, report.dropped) == (fresh.functions_found, fresh.kept, fresh.dropped)
+    assert not shards.exists()
+
+
+def test_a_changed_file_is_mined_again_on_resume(tmp_path, monkeypatch):
+    src = big_tree(tmp_path / "proj")
+    out = tmp_path / "corpus.jsonl.gz"
+    with pytest.raises(KeyboardInterrupt):
+        mine_with(monkeypatch, Interrupting(stop_at="mod09/m.py"), src, "python", out, chunk_files=3)
+    assert len(list((tmp_path / "corpus.jsonl.gz.shards").glob("*.jsonl.gz"))) == 3
+    (src / "mod04/m.py").write_text(PYTHON.replace("add_numbers", "renamed"), encoding="utf-8")
+
+    resumed = Interrupting()
+    report = mine_with(monkeypatch, resumed, src, "python", out, chunk_files=3)
+    assert (report.shards_reused, report.shards_discarded) == (2, 1)
+    assert "mod04/m.py" in resumed.mined and "mod00/m.py" not in resumed.mined
+    assert "renamed" in {r["func_name"] for r in read_rows(out)}
+    # other arguments are other shards: nothing is reused
+    with pytest.raises(KeyboardInterrupt):
+        mine_with(monkeypatch, Interrupting(stop_at="mod09/m.py"), src, "python", out, chunk_files=3)
+    report = mine(src, "python", out, repo="other", chunk_files=3, show_progress=False)
+    assert (report.shards_reused, report.shards_discarded) == (0, 3)
+
+
+def test_a_damaged_shard_is_mined_again(tmp_path, monkeypatch):
+    src = big_tree(tmp_path / "proj")
+    out = tmp_path / "corpus.jsonl.gz"
+    with pytest.raises(KeyboardInterrupt):
+        mine_with(monkeypatch, Interrupting(stop_at="mod09/m.py"), src, "python", out, chunk_files=3)
+    first = sorted((tmp_path / "corpus.jsonl.gz.shards").glob("*.jsonl.gz"))[0]
+    first.write_bytes(first.read_bytes()[:-20])  # cut short, as by a failing disk
+    report = mine(src, "python", out, chunk_files=3, show_progress=False)
+    assert report.shards_reused == 3
+    assert any(first.name in note and "mined its 3 files again" in note for note in report.notes)
+    whole = tmp_path / "whole.jsonl.gz"
+    mine(src, "python", whole, show_progress=False)
+    assert out.read_bytes() == whole.read_bytes()
+
+
+SLOW_MINER = """
+import time
+
+from structret import hookimpl
+from structret_code.python_miner import PythonMiner
+
+
+class Slow(PythonMiner):
+    def functions(self, source, path):
+        time.sleep(0.05)  # long enough to kill the run half way
+        return super().functions(source, path)
+
+
+@hookimpl
+def register_miners(register):
+    register("slow-python", "slow_miner:Slow")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGKILL", "SIGTERM"])
+def test_killing_the_worker_processes_and_running_again(tmp_path, make_plugin, signal_name):
+    """Ctrl-C or kill -9 to the whole process group of `structret mine --workers 2`, or `kill` to its
+    main process only, then the same command."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    site = make_plugin("slow-miner", "slow_miner", SLOW_MINER)
+    src = tmp_path / "proj"
+    for i in range(40):
+        write_tree(src, {f"m{i:02d}.py": PYTHON.replace("add_numbers", f"add_numbers_{i}")})
+    out, shards = tmp_path / "corpus.jsonl.gz", tmp_path / "corpus.jsonl.gz.shards"
+    command = [sys.executable, "-m", "structret.cli", "mine", str(src), "--language", "slow-python",
+               "--out", str(out), "--workers", "2", "--chunk-files", "2"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen(command, env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(shards.glob("*.jsonl.gz"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if signal_name == "SIGTERM":
+        os.kill(run.pid, signal.SIGTERM)
+    else:
+        os.killpg(run.pid, getattr(signal, signal_name))
+    _, stderr = run.communicate(timeout=30)  # returns once no process holds stderr: the workers are gone too
+    if signal_name == "SIGINT":  # Ctrl-C removes partial shards itself; after a kill the next run does
+        assert run.returncode == 1 and "Aborted!" in stderr and "Traceback" not in stderr
+        assert not list(shards.glob("*.tmp"))
+    done = {p.name: p.stat().st_mtime_ns for p in shards.glob("*.jsonl.gz")}
+    assert 4 <= len(done) < 20 and not out.exists()
+
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resuming: {len(done)} of 20 shards already done" in rerun.stderr
+    assert f"{len(done)} shards already done by an interrupted run, not mined again" in rerun.stdout
+    whole = tmp_path / "whole.jsonl.gz"
+    mine(src, "slow-python", whole, show_progress=False)
+    assert out.read_bytes() == whole.read_bytes()

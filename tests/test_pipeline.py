@@ -1,7 +1,6 @@
 """End to end through the CLI: mine -> encode -> index -> search, with a tiny real model."""
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -74,6 +73,19 @@ def test_index_from_data_and_search_shows_code(tmp_path, mined, tiny_bert_dir):
     output = run("search", idx, "send an email", "-k", "3", "--lines", "1")
     # every document is shown with its first line of code
     assert sum(line.strip().startswith("def ") for line in output.splitlines()) == 3
+
+
+def test_a_damaged_texts_file_costs_the_texts_not_the_search(tmp_path, mined, tiny_bert_dir):
+    idx = tmp_path / "idx"
+    run("index", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder", "--model", tiny_bert_dir,
+        "--index", "flat", "--out", idx)
+    texts = idx / "texts.jsonl.gz"
+    assert not list(idx.glob("*.part"))  # written under a temporary name, then renamed
+    texts.write_bytes(texts.read_bytes()[: texts.stat().st_size // 2])  # as a kill mid-copy would leave it
+    result = CliRunner().invoke(cli, ["search", str(idx), "send an email", "-k", "3", "--lines", "1"])
+    assert result.exit_code == 0, result.output
+    assert "is damaged" in result.output and "structret index" in result.output
+    assert sum(line.strip()[:3] in ("1. ", "2. ", "3. ") for line in result.output.splitlines()) == 3
 
 
 def test_search_refuses_an_index_of_another_model(tmp_path, mined, tiny_bert_dir):
