@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path

@@ -58,7 +58,7 @@ def train_calls(monkeypatch) -> list:
 
 
 def _tiny(model: Path) -> list[str]:
-    return [f"--set={kv}" for kv in (f"backbone=hf-encoder", f"model={model}", "max_steps=2", "batch_size=4",
+    return [f"--set={kv}" for kv in ("backbone=hf-encoder", f"model={model}", "max_steps=2", "batch_size=4",
                                      "query_max_len=16", "passage_max_len=32", "log_every=1")]
 
 

@@ -1,6 +1,5 @@
 import inspect
 import json
-import os
 import subprocess
 import sys
 
