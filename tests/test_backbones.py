@@ -193,3 +193,28 @@ def test_minilm_matches_sentence_transformers(bundled_minilm):
     ours = bundled_minilm.encode(texts, batch_size=3)
     cos = (ours * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
     assert cos.min() > 0.9999
+
+
+@pytest.mark.parametrize("probes, expected", [({}, None), ({"_is_amx_tile_supported": True}, "bf16"),
+                                              ({"_is_avx512_bf16_supported": True}, "bf16")])
+def test_auto_dtype_picks_bf16_only_where_the_cpu_has_it(monkeypatch, probes, expected):
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        monkeypatch.setattr(torch.cpu, probe, lambda value=probes.get(probe, False): value, raising=False)
+    assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
+    # an explicit choice is kept whatever the hardware
+    assert _loading.resolve_dtype("fp32", torch.device("cpu")) == "fp32"
+    assert _loading.resolve_dtype("bf16", torch.device("cpu")) == "bf16"
+
+
+def test_default_dtype_is_auto(tiny_bert_dir):
+    encoder = HFEncoder(tiny_bert_dir, max_length=64)
+    assert encoder.dtype == _loading.resolve_dtype("auto", torch.device("cpu"))
+
+
+@pytest.mark.slow
+def test_compiled_encode_gives_the_eager_vectors(tiny_bert_dir):
+    eager = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64).encode(TEXTS, batch_size=7)
+    compiled = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, compile=True)
+    np.testing.assert_allclose(compiled.encode(TEXTS, batch_size=7), eager, atol=1e-5)
+    # the compiled module is used for encode only: the model trained and saved is the plain one
+    assert type(compiled.model).__name__ != "OptimizedModule" and compiled._compiled is not None

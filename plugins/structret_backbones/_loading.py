@@ -28,9 +28,27 @@ _WINDOW = 4096
 # "name" or "org/name", as the hub spells repository ids
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
-# bf16 autocast is opt-in: on CPUs without native bf16 it is slower, and it moves scores
-# slightly, which matters when comparing runs.
-DTYPES = {None: None, "fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+# "auto" (the default) means bf16 autocast where the hardware computes bf16 natively and
+# fp32 elsewhere: on a CPU without AVX-512 BF16 or AMX, bf16 is emulated and a MiniLM-sized
+# matmul ran ~130x slower than fp32 (docs/performance.md). "fp32"/"bf16" force a choice.
+DTYPES = {None: None, "auto": None, "fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 in hardware (so autocast to it is faster, not slower)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return any(getattr(torch.cpu, probe, lambda: False)()
+                   for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+    return False
+
+
+def resolve_dtype(dtype: str | None, device: torch.device) -> str | None:
+    """The autocast dtype ``dtype`` means on ``device``: "auto" picks bf16 only where it is native."""
+    if dtype == "auto":
+        return "bf16" if native_bf16(device) else None
+    return dtype
 
 
 class BackboneOptionError(StructretError, ValueError):
@@ -99,7 +117,8 @@ def _load_error(source: str, what: str, exc: BaseException, *, is_local: bool, t
     if "trust_remote_code" in str(exc):
         return ModelLoadError(
             f"{source} ships its own Python code. structret does not run it unless asked: "
-            f"pass trust_remote_code=True (--trust-remote-code) if you trust its authors."
+            f"if you trust its authors, pass --backbone-option trust_remote_code=true to 'structret train' "
+            f"(trust_remote_code=True in Python)."
         )
     if what == "weights" and "safetensors" in str(exc):
         return ModelLoadError(
@@ -283,7 +302,7 @@ class TransformerBackbone:
     plugin_name = ""
 
     def __init__(self, model, *, normalize, max_length, query_prefix, document_prefix, device, dtype,
-                 trust_remote_code, check_config):
+                 trust_remote_code, check_config, compile=False):
         check_choice("dtype", dtype, tuple(DTYPES))
         self.model, self.tokenizer, self.name = load_model_and_tokenizer(
             model, backbone=self.plugin_name, trust_remote_code=trust_remote_code, check_config=check_config
@@ -295,7 +314,11 @@ class TransformerBackbone:
         self.device = torch.device(device)
         self.model.to(self.device)
         self.normalize = normalize
-        self.dtype = dtype
+        self.dtype = resolve_dtype(dtype, self.device)
+        # torch.compile for encode(): measured 1.12x on MiniLM/CPU after ~35 s of compiling,
+        # so it pays only on large corpora and stays opt-in
+        self.compile = compile
+        self._compiled: Any = None
         self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
         self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
 
@@ -313,10 +336,19 @@ class TransformerBackbone:
                show_progress: bool = False) -> np.ndarray:
         """float32 [len(texts), dim], row i for texts[i]."""
         self.model.eval()
-        return encode_texts(
-            texts, tokenizer=self.tokenize, kind=kind, embed=self.embed, dim=self.dim,
-            batch_size=batch_size, device=self.device, dtype=self.dtype, show_progress=show_progress,
-        )
+        eager = self.model
+        if self.compile:
+            if self._compiled is None:
+                # dynamic: batches differ in length, and a graph per length would recompile forever
+                self._compiled = torch.compile(eager, dynamic=True)
+            self.model = self._compiled  # embed() reads self.model; the compiled module shares its weights
+        try:
+            return encode_texts(
+                texts, tokenizer=self.tokenize, kind=kind, embed=self.embed, dim=self.dim,
+                batch_size=batch_size, device=self.device, dtype=self.dtype, show_progress=show_progress,
+            )
+        finally:
+            self.model = eager
 
 
 # --- training ----------------------------------------------------------------------------

@@ -57,6 +57,10 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     ``linearizer`` (code in ``language``) and that head is trained by ``parent-attention``
     to attend to each token's AST parent, or with ``strict`` is given the gold parents.
     These options are saved in the checkpoint's config and are its defaults when loaded.
+
+    ``dtype="auto"`` encodes under bf16 autocast only where bf16 is native (CUDA with bf16,
+    CPUs with AVX-512 BF16 or AMX), fp32 elsewhere; ``"fp32"``/``"bf16"`` force it.
+    ``compile=True`` runs ``encode`` through ``torch.compile`` (worth it for large corpora).
     """
 
     plugin_name = "hf-encoder"
@@ -71,7 +75,8 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         query_prefix: str = "",
         document_prefix: str = "",
         device: str = "cpu",
-        dtype: str | None = None,
+        dtype: str | None = "auto",
+        compile: bool = False,
         trust_remote_code: bool = False,
         informed_layers: int | None = None,
         strict: bool | None = None,
@@ -83,7 +88,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         super().__init__(
             model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
             document_prefix=document_prefix, device=device, dtype=dtype,
-            trust_remote_code=trust_remote_code, check_config=_encoder_only,
+            compile=compile, trust_remote_code=trust_remote_code, check_config=_encoder_only,
         )
         self.dim: int = self.model.config.hidden_size
         # "mlm": transformers has a masked-LM head for this architecture, so objectives such

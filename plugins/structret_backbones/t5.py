@@ -53,13 +53,14 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
         query_prefix: str = "",
         document_prefix: str = "",
         device: str = "cpu",
-        dtype: str | None = None,
+        dtype: str | None = "auto",
+        compile: bool = False,
         trust_remote_code: bool = False,
     ):
         super().__init__(
             model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
             document_prefix=document_prefix, device=device, dtype=dtype,
-            trust_remote_code=trust_remote_code, check_config=_encoder_decoder,
+            compile=compile, trust_remote_code=trust_remote_code, check_config=_encoder_decoder,
         )
         self.dim: int = self.model.config.d_model
         self.capabilities = frozenset({"encoder", "seq2seq"})
