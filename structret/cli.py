@@ -178,6 +178,9 @@ _backbone_options = [
     click.option("--backbone", "-b", default="minilm", show_default=True, help="A registered backbone."),
     click.option("--model", help="Hub id or local path overriding the backbone's default weights."),
     click.option("--batch-size", default=32, show_default=True),
+    click.option("--backbone-option", "backbone_options", multiple=True, metavar="KEY=VALUE",
+                 help="Backbone option, repeatable: dtype=fp32|bf16 (default auto: bf16 only where the hardware "
+                      "has it), compile=true (torch.compile, for large corpora), max_length=512, ..."),
 ]
 
 
@@ -197,8 +200,9 @@ def _read(data, split, data_options):
     return dataset
 
 
-def _backbone(backbone, model):
+def _backbone(backbone, model, options=()):
     """The encoder, and how it reads records (a trained run's text_format, else ``text()``)."""
+    from structret.data import parse_options
     from structret.linearization import TextFormat
     from structret.retrieval import trained_model
 
@@ -207,7 +211,8 @@ def _backbone(backbone, model):
     if trained is not None:  # --model RUN: the backbone the run trained, with its final weights
         backbone, model, recipe = trained
         text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
-    return get_registry().create("backbone", backbone, **({"model": model} if model else {})), text_format
+    options = {**parse_options(options), **({"model": model} if model else {})}
+    return get_registry().create("backbone", backbone, **options), text_format
 
 
 @cli.command()
@@ -219,7 +224,8 @@ def _backbone(backbone, model):
                    "'structret index --embeddings OUT'. Default under accelerate launch/torchrun: RANK/WORLD_SIZE.")
 @click.option("--chunk-rows", default=10_000, show_default=True, type=click.IntRange(min=1),
               help="Rows encoded and saved at a time; a re-run of an interrupted command skips finished chunks.")
-def encode(data, split, data_options, backbone, model, batch_size, what, out, shard, chunk_rows):
+def encode(data, split, data_options, backbone, model, batch_size, backbone_options, what, out, shard,
+           chunk_rows):
     """Encode a dataset's documents (or queries) to vectors.
 
     Writes embeddings.npy (float32), ids.json and structret.json into OUT (with
@@ -231,6 +237,7 @@ def encode(data, split, data_options, backbone, model, batch_size, what, out, sh
     Examples:
       structret encode --data codesearchnet:stdlib.jsonl.gz --split test --out runs/emb
       structret index --embeddings runs/emb --index hnsw --out runs/idx
+      structret encode --data codesearchnet:big.jsonl.gz --out runs/emb --backbone-option compile=true
     \b
       # four shards, e.g. on four machines sharing runs/ (or copied into one folder)
       structret encode --data codesearchnet:big.jsonl.gz --out runs/emb --shard 0/4   # ... 1/4, 2/4, 3/4
@@ -247,7 +254,7 @@ def encode(data, split, data_options, backbone, model, batch_size, what, out, sh
     if chosen is not None and not shard:
         click.echo(f"encoding shard {chosen} (RANK/WORLD_SIZE of the launcher)", err=True)
     dataset = _read(data, split, data_options)
-    encoder, text_format = _backbone(backbone, model)
+    encoder, text_format = _backbone(backbone, model, backbone_options)
     records = dataset.corpus if what == "documents" else dataset.queries
     all_ids = list(records)
     start, end = chosen.rows(len(all_ids)) if chosen else (0, len(all_ids))
@@ -285,7 +292,8 @@ def encode(data, split, data_options, backbone, model, batch_size, what, out, sh
               help="Index option, repeatable (hnsw: M=32, ef_construction=400, ef=200).")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]))
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Output folder.")
-def index(embeddings, data, split, data_options, backbone, model, batch_size, index_name, index_options, metric, out):
+def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
+          index_options, metric, out):
     """Build a vector index from a dataset or from encoded embeddings.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
@@ -321,7 +329,7 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, in
         click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
         return
     dataset = _read(data, split, data_options)
-    encoder, text_format = _backbone(backbone, model)
+    encoder, text_format = _backbone(backbone, model, backbone_options)
     ids = list(dataset.corpus)
     texts = [text_format.document(r) for r in dataset.corpus.values()]
     vectors = encoder.encode(texts, kind="document", batch_size=batch_size, show_progress=True)
@@ -385,7 +393,7 @@ def search(index_dir, queries, k, lines):
 @click.option("--keep", default=30, show_default=True, help="Negatives kept per query, sampled from the top --depth.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Tevatron-format .jsonl(.gz).")
-def negatives(data, split, data_options, backbone, model, batch_size, depth, keep, seed, out):
+def negatives(data, split, data_options, backbone, model, batch_size, backbone_options, depth, keep, seed, out):
     """Mine hard negatives from a model's own index (ANCE-style), for 'dr' fine-tuning.
 
     For every judged query: rank the corpus, drop the positives, sample --keep of the
@@ -399,7 +407,8 @@ def negatives(data, split, data_options, backbone, model, batch_size, depth, kee
     from structret.negatives import mine_negatives
 
     dataset = _read(data, split, data_options)
-    report = mine_negatives(_backbone(backbone, model)[0], dataset, out, depth=depth, keep=keep, seed=seed,
+    encoder = _backbone(backbone, model, backbone_options)[0]
+    report = mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
                             batch_size=batch_size)
     click.echo(report.summary())
 

@@ -75,6 +75,21 @@ def test_index_from_data_and_search_shows_code(tmp_path, mined, tiny_bert_dir):
     assert sum(line.strip().startswith("def ") for line in output.splitlines()) == 3
 
 
+def test_encode_takes_backbone_options(tmp_path, mined, tiny_bert_dir):
+    data = f"codesearchnet:{mined}"
+    plain, forced = tmp_path / "plain", tmp_path / "fp32"
+    run("encode", "--data", data, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", plain)
+    run("encode", "--data", data, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", forced,
+        "--backbone-option", "dtype=fp32", "--backbone-option", "pooling=mean")
+    import numpy as np
+
+    # pooling=mean reached the backbone: other vectors than the default cls pooling
+    assert not np.allclose(np.load(plain / "embeddings.npy"), np.load(forced / "embeddings.npy"))
+    result = CliRunner().invoke(cli, ["encode", "--data", data, "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
+                                      "--out", str(tmp_path / "bad"), "--backbone-option", "dtype=fp8"])
+    assert result.exit_code == 1 and "fp8" in result.output and "Traceback" not in result.output
+
+
 def test_a_damaged_texts_file_costs_the_texts_not_the_search(tmp_path, mined, tiny_bert_dir):
     idx = tmp_path / "idx"
     run("index", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder", "--model", tiny_bert_dir,
