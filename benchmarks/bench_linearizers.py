@@ -1,9 +1,10 @@
-"""How fast the linearizers read code: records/s and MB/s of source, on Python functions
+"""How fast the linearizers and entity extractors read code: records/s and MB/s of source, on Python functions
 of the installed standard library (mined as ``structret mine`` would: docstrings cut
 out, functions under 3 lines dropped).
 
 Compares ``raw`` (tokenize), ``dfs`` and ``dfs-parent`` (``ast``) and, for the parser's
-cost, ``dfs`` through tree-sitter. Run it alone, and show the printed numbers with ``-s``::
+cost, ``dfs`` through tree-sitter; then the two code extractors MEP uses, ``python-tokenize``
+and ``tree-sitter``. Run it alone, and show the printed numbers with ``-s``::
 
     nice pytest benchmarks/bench_linearizers.py -s
 """
@@ -64,4 +65,28 @@ def test_linearizer_throughput(benchmark, functions, case):
     print(
         f"\n{case:<16} {len(functions) / seconds:>9,.0f} records/s  {megabytes / seconds:6.2f} MB/s  "
         f"({len(functions)} functions, {megabytes:.2f} MB, mean of {ROUNDS} rounds)"
+    )
+
+
+EXTRACTORS = ["python-tokenize", "tree-sitter"]
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_extractor_throughput(benchmark, functions, name):
+    from structret.registry import get_registry
+
+    extractor = get_registry().create("extractor", name)
+    extractor.extract(functions[0], language="python")  # parser set up outside the timing
+
+    def run() -> int:
+        return sum(len(extractor.extract(code, language="python")) for code in functions)
+
+    entities = benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    assert entities > len(functions)  # every function names something
+    seconds = benchmark.stats.stats.mean
+    megabytes = sum(len(code.encode("utf-8")) for code in functions) / 1e6
+    benchmark.extra_info.update(records_per_s=len(functions) / seconds, mb_per_s=megabytes / seconds)
+    print(
+        f"\n{name:<16} {len(functions) / seconds:>9,.0f} records/s  {megabytes / seconds:6.2f} MB/s  "
+        f"({entities} entities, mean of {ROUNDS} rounds)"
     )

