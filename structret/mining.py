@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -44,7 +45,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterator, Protocol, Sequence, runtime_checkable
+from typing import IO, Any, Iterator, Protocol, Sequence, runtime_checkable
 
 from structret.errors import DataError, StructretError
 
@@ -413,10 +414,24 @@ def _mine_in_processes(job: _Job, todo: list[_Shard], workers: int, progress, sh
     finally:
         # on Ctrl-C or an error: start no more shards; the ones running finish or leave no file
         pool.shutdown(wait=True, cancel_futures=True)
+        # a worker interrupted between creating its temporary file and guarding it leaves one;
+        # every worker has stopped now, so no .tmp here is still being written
+        for partial in shard_dir.glob(".*.tmp"):
+            partial.unlink(missing_ok=True)
 
 
 _worker_miner: Miner | None = None
 _worker_interrupted = False
+_worker_in_shard = False
+
+
+def _worker_sigint(signum: int, frame: Any) -> None:
+    global _worker_interrupted
+    _worker_interrupted = True
+    # only inside a shard: between shards (unpickling the next job) a KeyboardInterrupt
+    # would kill the worker with multiprocessing's traceback on the user's terminal
+    if _worker_in_shard:
+        raise KeyboardInterrupt
 
 
 def _start_worker(language: str) -> None:
@@ -427,6 +442,7 @@ def _start_worker(language: str) -> None:
     from structret.registry import get_registry
 
     _worker_miner = get_registry().create("miner", language)
+    signal.signal(signal.SIGINT, _worker_sigint)
     parent = os.getppid()
 
     def exit_with_parent() -> None:
@@ -440,16 +456,16 @@ def _start_worker(language: str) -> None:
 
 
 def _mine_shard_in_worker(job: _Job, shard: _Shard) -> None:
-    global _worker_interrupted
-    # Ctrl-C reaches every process of the group; the shards already queued to this worker
-    # would still be mined one by one before the run could stop, so refuse them at once
-    if _worker_interrupted:
-        raise KeyboardInterrupt
+    global _worker_in_shard
+    _worker_in_shard = True
     try:
+        # Ctrl-C reaches every process of the group; the shards already queued to this worker
+        # would still be mined one by one before the run could stop, so refuse them at once
+        if _worker_interrupted:
+            raise KeyboardInterrupt
         _mine_shard(job, shard, _worker_miner)
-    except KeyboardInterrupt:
-        _worker_interrupted = True
-        raise
+    finally:
+        _worker_in_shard = False
 
 
 def _mine_shard(job: _Job, shard: _Shard, miner: Miner) -> None:
