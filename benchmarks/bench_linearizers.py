@@ -59,13 +59,7 @@ def test_linearizer_throughput(benchmark, functions, case):
 
     read = benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
     assert read == len(functions), linearizer.failures
-    seconds = benchmark.stats.stats.mean
-    megabytes = sum(len(code.encode("utf-8")) for code in functions) / 1e6
-    benchmark.extra_info.update(records_per_s=len(functions) / seconds, mb_per_s=megabytes / seconds)
-    print(
-        f"\n{case:<16} {len(functions) / seconds:>9,.0f} records/s  {megabytes / seconds:6.2f} MB/s  "
-        f"({len(functions)} functions, {megabytes:.2f} MB, mean of {ROUNDS} rounds)"
-    )
+    report(benchmark, functions, case, f"{len(functions)} functions")
 
 
 EXTRACTORS = ["python-tokenize", "tree-sitter"]
@@ -83,10 +77,14 @@ def test_extractor_throughput(benchmark, functions, name):
 
     entities = benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
     assert entities > len(functions)  # every function names something
+    report(benchmark, functions, name, f"{entities} entities")
+
+
+def report(benchmark, functions: list[str], label: str, detail: str) -> None:
     seconds = benchmark.stats.stats.mean
     megabytes = sum(len(code.encode("utf-8")) for code in functions) / 1e6
     benchmark.extra_info.update(records_per_s=len(functions) / seconds, mb_per_s=megabytes / seconds)
     print(
-        f"\n{name:<16} {len(functions) / seconds:>9,.0f} records/s  {megabytes / seconds:6.2f} MB/s  "
-        f"({entities} entities, mean of {ROUNDS} rounds)"
+        f"\n{label:<16} {len(functions) / seconds:>9,.0f} records/s  {megabytes / seconds:6.2f} MB/s  "
+        f"({detail}, {megabytes:.2f} MB, mean of {ROUNDS} rounds)"
     )
