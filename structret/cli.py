@@ -262,8 +262,8 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
     form = text_format.document if what == "documents" else text_format.query
     texts = [form(records[i]) for i in ids]
     kind = "query" if what == "queries" else "document"
-    meta = {"what": what, "backbone": backbone, "model": encoder.name, "model_override": model, "data": data,
-            "split": split, "text_format": text_format.name, "aspects": text_format.aspects,
+    meta = {"what": what, "backbone": backbone, "model": encoder.name, "model_override": model,
+            "backbone_options": sorted(backbone_options), "data": data, "split": split, "text_format": text_format.name, "aspects": text_format.aspects,
             "corpus": {"count": len(all_ids), "ids_sha256": fingerprint(all_ids)}}
     if chosen is not None:
         meta.update(shard=[chosen.index, chosen.count], rows=[start, end])

@@ -40,7 +40,8 @@ CHUNKS_SUFFIX = ".chunks"
 DEFAULT_CHUNK_ROWS = 10_000
 _SHARD_DIR = re.compile(r"shard-(\d+)-of-(\d+)")
 # what must agree between the shards of one index (and between a chunk and its re-run)
-_SAME = ("what", "backbone", "model", "model_override", "text_format", "aspects", "corpus")
+# backbone_options: dtype, pooling, max_length... change the vectors, so they key reuse too
+_SAME = ("what", "backbone", "model", "model_override", "backbone_options", "text_format", "aspects", "corpus")
 
 
 @dataclass(frozen=True)

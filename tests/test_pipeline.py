@@ -85,6 +85,11 @@ def test_encode_takes_backbone_options(tmp_path, mined, tiny_bert_dir):
 
     # pooling=mean reached the backbone: other vectors than the default cls pooling
     assert not np.allclose(np.load(plain / "embeddings.npy"), np.load(forced / "embeddings.npy"))
+    # the options key reuse: the same output folder with other options is encoded again, not reused
+    output = run("encode", "--data", data, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", plain,
+                 "--backbone-option", "pooling=mean")
+    assert "nothing to do" not in output
+    assert np.allclose(np.load(plain / "embeddings.npy"), np.load(forced / "embeddings.npy"), atol=1e-6)
     result = CliRunner().invoke(cli, ["encode", "--data", data, "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
                                       "--out", str(tmp_path / "bad"), "--backbone-option", "dtype=fp8"])
     assert result.exit_code == 1 and "fp8" in result.output and "Traceback" not in result.output
