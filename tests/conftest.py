@@ -1,5 +1,10 @@
+import os
 import sys
 import textwrap
+
+# dtype="auto" follows the CPU's bf16 support; pin it to "no" for the whole run (subprocesses
+# inherit it) so that fp32 references hold on every CPU. test_backbones.py forces it both ways.
+os.environ["STRUCTRET_CPU_BF16"] = "0"
 
 import pytest
 

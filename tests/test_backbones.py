@@ -198,6 +198,7 @@ def test_minilm_matches_sentence_transformers(bundled_minilm):
 @pytest.mark.parametrize("probes, expected", [({}, None), ({"_is_amx_tile_supported": True}, "bf16"),
                                               ({"_is_avx512_bf16_supported": True}, "bf16")])
 def test_auto_dtype_picks_bf16_only_where_the_cpu_has_it(monkeypatch, probes, expected):
+    monkeypatch.delenv(_loading.CPU_BF16_ENV)  # the real probe, with the hardware faked both ways
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         monkeypatch.setattr(torch.cpu, probe, lambda value=probes.get(probe, False): value, raising=False)
     assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
@@ -218,3 +219,33 @@ def test_compiled_encode_gives_the_eager_vectors(tiny_bert_dir):
     np.testing.assert_allclose(compiled.encode(TEXTS, batch_size=7), eager, atol=1e-5)
     # the compiled module is used for encode only: the model trained and saved is the plain one
     assert type(compiled.model).__name__ != "OptimizedModule" and compiled._compiled is not None
+
+
+@pytest.mark.parametrize("forced, expected", [("1", "bf16"), ("0", None)])
+def test_the_cpu_probe_override_wins_over_the_hardware(monkeypatch, forced, expected):
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        monkeypatch.setattr(torch.cpu, probe, lambda value=forced != "1": value, raising=False)
+    monkeypatch.setenv(_loading.CPU_BF16_ENV, forced)
+    assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
+
+
+@pytest.mark.parametrize("make", ["bert", "t5"])
+def test_auto_on_a_bf16_cpu_encodes_in_bf16_close_to_fp32(monkeypatch, tiny_bert_dir, tiny_t5_dir, make):
+    """The bf16 path, exercised on every machine (bf16 autocast is slow but correct without
+    hardware support): tolerances that fit bf16, not fp32's."""
+    monkeypatch.setenv(_loading.CPU_BF16_ENV, "1")
+    if make == "bert":
+        auto = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64)
+        exact = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, dtype="fp32")
+    else:
+        auto = T5Encoder(tiny_t5_dir, max_length=64)
+        exact = T5Encoder(tiny_t5_dir, max_length=64, dtype="fp32")
+    assert auto.dtype == "bf16" and exact.dtype == "fp32"
+    low, ref = auto.encode(TEXTS, batch_size=3), exact.encode(TEXTS, batch_size=3)
+    assert low.dtype == np.float32 and not np.array_equal(low, ref)  # it did run in bf16
+    cos = (low * ref).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(ref, axis=1)
+    assert cos.min() >= 0.999, cos
+    # batching changes padding, not the vectors, beyond bf16's rounding
+    other = auto.encode(TEXTS, batch_size=7)
+    cos = (low * other).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(other, axis=1)
+    assert cos.min() >= 0.999, cos
