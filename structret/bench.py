@@ -62,6 +62,8 @@ class BenchResult:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)
+    # system -> what changes its numbers (tokenizer, lengths, dtype, ...)
+    settings: dict[str, str] = field(default_factory=dict)
 
     def markdown(self) -> str:
         size = ", ".join(f"{n} {what}" for what, n in self.sizes.items())
@@ -78,6 +80,9 @@ class BenchResult:
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
         lines.append("Scores ×100. " + " ".join(self.notes))
+        if self.settings:
+            lines.append("")
+            lines += [f"- {system}: {text}" for system, text in self.settings.items()]
         return "\n".join(lines)
 
     def write_json(self, path: str | os.PathLike) -> None:
@@ -94,6 +99,8 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
         # build every retriever before timing: model loading is not retrieval
         retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
         result.rows[system] = evaluate_retriever(protocol, retriever, system)
+        describe = getattr(retriever, "settings", None)  # optional for third-party retrievers
+        result.settings[system] = describe() if callable(describe) else "(its settings are not reported)"
     result.notes = protocol.notes
     return result
 
@@ -115,6 +122,11 @@ def evaluate_retriever(protocol, retriever, system: str) -> dict[str, Any]:
     start = time.perf_counter()
     print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
     retriever.fit(protocol.doc_texts)
+    from structret.retrieval import DenseRetriever
+
+    if isinstance(retriever, DenseRetriever):
+        # every query once, under one progress bar; the protocol's batches then hit the cache
+        retriever.encode_queries(protocol.query_texts())
     row = protocol.evaluate(retriever)
     row["seconds"] = time.perf_counter() - start
     return row
@@ -156,10 +168,17 @@ class _CodeSearch:
         ]
         if len(pairs) < 1000:
             self.notes.append(f"CSN needs >= 1000 pairs, this set has {len(pairs)}: n/a.")
+        else:
+            used = 1000 * (len(pairs) // 1000)
+            self.notes.append(f"CSN-999 scored {used} of the {len(pairs)} pairs ({used // 1000} batches; "
+                              f"the last {len(pairs) - used} dropped).")
 
     def bind(self, document, query) -> None:
         self.doc_texts = [document(r) for r in self.doc_records]
         self.queries = [query(q) for q in self.query_records]
+
+    def query_texts(self) -> list[str]:
+        return self.queries
 
     def evaluate(self, retriever) -> dict[str, Any]:
         from structret.evaluation import csn_mrr, full_pool_ranks, mrr
@@ -202,6 +221,9 @@ class _Rerank:
         self.doc_texts = [document(r) for r in self.doc_records]
         self.query_text = {q: query(r) for q, r in self.query_records.items()}
 
+    def query_texts(self) -> list[str]:
+        return list(self.query_text.values())
+
     def evaluate(self, retriever) -> dict[str, Any]:
         from structret.evaluation import evaluate_run, gain_levels, rerank_run
 
@@ -241,6 +263,9 @@ class _FullRanking:
     def bind(self, document, query) -> None:
         self.doc_texts = [document(r) for r in self.doc_records]
         self.queries = [query(q) for q in self.query_records]
+
+    def query_texts(self) -> list[str]:
+        return self.queries
 
     def evaluate(self, retriever, chunk: int = 256) -> dict[str, Any]:
         import numpy as np

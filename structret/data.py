@@ -49,3 +49,20 @@ def load_dataset(spec: str, *, split: str | None = None, options: dict[str, Any]
     if dataset.name == fmt:  # tables name the data the user named
         dataset.name = spec + (f" [{split}]" if split else "")
     return dataset
+
+
+def require(dataset: Dataset, *parts: str, spec: str = "", split: str | None = None) -> None:
+    """Raise DataError if a part a command needs ("documents", "queries", "judgments") is empty,
+    saying which dataset and split, and how many rows were read and skipped."""
+    sizes = {"documents": len(dataset.corpus), "queries": len(dataset.queries),
+             "judgments": sum(len(docs) for docs in dataset.qrels.values())}
+    empty = [part for part in parts if sizes[part] == 0]
+    if not empty:
+        return
+    where = spec or dataset.name
+    split_text = f"the '{split}' split of " if split else ""
+    raise DataError(
+        f"{split_text}{where} has no {' and no '.join(empty)}: {dataset.stats.summary()}. "
+        f"Check the path, the --split (a file in the published layout belongs to the split of its "
+        f"folder; a mined file's rows carry a 'partition') and the skip reasons."
+    )

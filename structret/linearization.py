@@ -36,11 +36,24 @@ class LinearizationResult:
         return parent_tokens(self.sequence) if self.sequence is not None else None
 
     def format(self) -> str:
-        """The tokens on one line, their parents on a second (if any); or why there are none."""
+        """The labelled sequence, as the paper's tables label theirs ("DFS sequence", then
+        "DFS-Parent sequence" for a linearizer that gives parents); or why there is none."""
         if self.sequence is not None:
-            return format_sequence(self.sequence)
+            kind = sequence_label(self.linearizer)
+            about = ", ".join(x for x in (f"{len(self.tokens)} tokens", self.language, self.path) if x)
+            listing = format_sequence(self.sequence).splitlines()
+            lines = [f"{kind} sequence ({about}):", listing[0]]
+            if len(listing) > 1:
+                lines += [f"{kind}-Parent sequence (the parent of each token above; None = a root):", listing[1]]
+            return "\n".join(lines)
         reasons = "; ".join(f"{reason} ({n}x)" if n > 1 else reason for reason, n in self.failures.items())
         return f"note: {self.linearizer} could not read {self.path}" + (f": {reasons}" if reasons else "")
+
+
+def sequence_label(linearizer: str) -> str:
+    """``dfs-parent`` -> ``DFS``, ``raw`` -> ``Raw``: the name the paper's tables give the sequence."""
+    base = linearizer.removesuffix("-parent")
+    return base.upper() if base in ("dfs", "bfs") else base.capitalize()  # traversal names are acronyms
 
 
 def parent_tokens(sequence: Sequence) -> list[str | None] | None:

@@ -42,6 +42,8 @@ class Recipe:
     """Every setting of a training run. CLI flags map one to one onto these fields."""
 
     name: str = ""                    # the preset or file it came from (informational)
+    description: str = ""             # one line for --list-recipes (informational)
+    reproduces: str = ""              # the paper, table and row it reproduces, or "none: ..." (informational)
     objective: str = "sda"            # "sda+mep", weights as "sda+0.5*mep"
     backbone: str = "minilm"          # a registered backbone
     model: str | None = None          # hub id or local path overriding the backbone's weights
@@ -131,6 +133,28 @@ def parse_objectives(spec: str) -> list[tuple[str, float]]:
             raise ObjectiveError(f"objective '{name}' appears twice in '{spec}'; give it once with a weight")
         parsed.append((name, weight))
     return parsed
+
+
+def check_plugins(recipe: Recipe) -> None:
+    """Raise before any work if the recipe names a plugin that is not installed (objective,
+    backbone, data format, extractor, text format) or gives its backbone an option it does not
+    take. Names cost nothing; the backbone's options import its module."""
+    from structret.data import parse_data_spec
+    from structret.registry import get_registry
+
+    registry = get_registry()
+    parse_objectives(recipe.objective)
+    registry.check("backbone", recipe.backbone)
+    # "tevatron:" training lines are read by the trainer itself, not by a registered reader
+    if recipe.data and recipe.data.partition(":")[0] != "tevatron":
+        registry.check("dataset", parse_data_spec(recipe.data)[0])
+    if recipe.extractor != "auto":
+        registry.check("extractor", recipe.extractor)
+    if recipe.text_format:
+        registry.check("linearizer", recipe.text_format)
+    options = parse_options_field(recipe.backbone_options)
+    if options:
+        registry.check("backbone", recipe.backbone, options)
 
 
 # --- presets and files -----------------------------------------------------------------

@@ -38,6 +38,18 @@ KINDS: dict[str, str] = {
 }
 
 
+# What a plugin may throw that must not end the process: any error, and also SystemExit
+# (a module calling sys.exit() at import) or any other BaseException. Each ``except
+# _PLUGIN_FAULTS`` is preceded by ``except KeyboardInterrupt: raise``: Ctrl-C is the user's.
+_PLUGIN_FAULTS = BaseException
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return repr(exc)
+
+
 class PluginWarning(UserWarning):
     """A plugin could not be loaded; everything that does not need it still works."""
 
@@ -70,10 +82,12 @@ class PluginEntry:
                 f"installed. Install it (pip install {exc.name.split('.')[0].replace('_', '-')}) "
                 f"or pick another {self.kind}."
             ) from exc
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except _PLUGIN_FAULTS as exc:
             raise PluginError(
                 f"{self.kind} '{self.name}' (plugin '{self.plugin}' from distribution "
-                f"'{self.distribution}') failed to import {module_name}: {exc!r}"
+                f"'{self.distribution}') failed to import {module_name}: {_describe(exc)}"
             ) from exc
         for part in attr.split(".") if attr else ():
             try:
@@ -129,7 +143,7 @@ class Registry:
             f"\n  note: plugin '{b.plugin}' from '{b.distribution}' failed to load: {b.error}"
             for b in self.broken
         )
-        raise PluginError(f"unknown {kind} '{name}'.{hint} Known {kind}s: {listing}.{broken}")
+        raise PluginError(f"unknown {kind} '{name}'.{hint} Known {plural(kind)}: {listing}.{broken}")
 
     def has(self, kind: str, name: str) -> bool:
         return name in self.entries.get(kind, {})
@@ -138,23 +152,16 @@ class Registry:
         """Resolve ``name`` and call its factory, checking the options against its signature first."""
         entry = self.get(kind, name)
         factory = entry.load()
-        try:
-            signature = inspect.signature(factory)
-        except (TypeError, ValueError):  # some builtins have no signature; let the call decide
-            return _checked(entry, _call(entry, factory, args, kwargs))
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            accepted = [p.name for p in signature.parameters.values()
-                        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-            close = [c for key in kwargs if key not in accepted
-                     for c in difflib.get_close_matches(key, accepted, n=1)]
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise PluginError(
-                f"{kind} '{name}' (from distribution '{entry.distribution}'): {exc}.{hint} "
-                f"Options it accepts: {', '.join(accepted) or '(none)'}."
-            ) from None
+        _bind(entry, factory, args, kwargs, partial=False)
         return _checked(entry, _call(entry, factory, args, kwargs))
+
+    def check(self, kind: str, name: str, options: dict[str, Any] | None = None) -> PluginEntry:
+        """Fail now, before any heavy work, if ``name`` is unknown or ``options`` has a key its
+        factory does not take. Names cost nothing; options import the plugin's module."""
+        entry = self.get(kind, name)
+        if options:
+            _bind(entry, entry.load(), (), options, partial=True)
+        return entry
 
     def names(self, kind: str) -> list[str]:
         """Primary names of one kind (aliases left out), sorted."""
@@ -178,6 +185,49 @@ SHAPES: dict[str, tuple[str, ...]] = {
 }
 
 
+def plural(kind: str) -> str:
+    return kind + ("es" if kind.endswith("x") else "s")
+
+
+def _bind(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: dict, *, partial: bool) -> None:
+    """Raise PluginError naming the options the factory accepts if ``kwargs`` does not fit its signature."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # some builtins have no signature; let the call decide
+        return
+    try:
+        (signature.bind_partial if partial else signature.bind)(*args, **kwargs)
+    except TypeError as exc:
+        accepted = [p.name for p in signature.parameters.values()
+                    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        close = [c for key in kwargs if key not in accepted
+                 for c in ([a for a in accepted if a.lower() == key.lower()]
+                           or difflib.get_close_matches(key, accepted, n=1))]
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise PluginError(
+            f"{entry.kind} '{entry.name}' (from distribution '{entry.distribution}'): {exc}.{hint} "
+            f"Options it accepts: {', '.join(accepted) or '(none)'}."
+        ) from None
+
+
+def takes_options_of(target: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """For a factory that passes ``**options`` on to ``target`` (a preset over a general class):
+    its signature then lists ``target``'s keyword options as well, so option keys are checked
+    before the factory runs and named in errors."""
+
+    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(factory).parameters.values() if p.kind != p.VAR_KEYWORD]
+        names = {p.name for p in own}
+        passed = [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(target).parameters.values()
+                  if p.name not in names and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                  and p.name != "self"]
+        first_keyword = next((i for i, p in enumerate(own) if p.kind == p.KEYWORD_ONLY), len(own))
+        factory.__signature__ = inspect.Signature(own[:first_keyword] + passed + own[first_keyword:])
+        return factory
+
+    return decorate
+
+
 def _call(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """The factory's result; an error that is not structret's own (a plugin's bug, or a
     library failing inside it) is reported with the plugin and its distribution."""
@@ -185,7 +235,9 @@ def _call(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: 
         return factory(*args, **kwargs)
     except StructretError:
         raise  # already a sentence for the user
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except _PLUGIN_FAULTS as exc:
         raise PluginError(
             f"{entry.kind} '{entry.name}' (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
             f"failed while being created: {type(exc).__name__}: {exc}"
@@ -252,8 +304,10 @@ def build_registry() -> Registry:
             )
         try:
             module = ep.load()
-        except Exception as exc:  # a broken plugin must not take the CLI down
-            broken(ep.name, dist, f"import failed: {exc!r}")
+        except KeyboardInterrupt:
+            raise
+        except _PLUGIN_FAULTS as exc:  # a broken plugin must not take the CLI down
+            broken(ep.name, dist, f"import failed: {_describe(exc)}")
             continue
         misspelled = _misspelled_hooks(module)
         if misspelled:
@@ -276,8 +330,10 @@ def build_registry() -> Registry:
 
             try:
                 impl.function(register=register)
-            except Exception as exc:
-                broken(plugin, dist, f"{hook_name} raised {exc!r}")
+            except KeyboardInterrupt:
+                raise
+            except _PLUGIN_FAULTS as exc:
+                broken(plugin, dist, f"{hook_name} raised {_describe(exc)}")
                 continue
             for entry in collected:
                 registry.add(entry)

@@ -29,6 +29,22 @@ class DenseRetriever:
     def format_query(self, query: Any) -> str:
         return self.text_format.query(query) if self.text_format is not None else query.text
 
+    def settings(self) -> str:
+        """What changes this retriever's numbers, for the bench table's notes."""
+        b = self.backbone
+        parts = [f"model {b.name}"]
+        if getattr(b, "max_length", None):
+            parts.append(f"max {b.max_length} tokens per query and document")
+        if getattr(b, "pooling", None):
+            parts.append(f"{b.pooling} pooling")
+        if getattr(b, "normalize", None) is not None:
+            parts.append("unit vectors" if b.normalize else "raw vectors")
+        if hasattr(b, "dtype"):
+            parts.append(f"{b.dtype or 'fp32'} encoding")
+        if self.text_format is not None and self.text_format.name:
+            parts.append(f"text format {self.text_format.name}")
+        return ", ".join(parts)
+
     def fit(self, docs: Sequence[str]) -> None:
         self.doc_vectors = self.backbone.encode(
             list(docs), kind="document", batch_size=self.batch_size, show_progress=self.show_progress
@@ -80,25 +96,17 @@ def trained_model(path: str) -> tuple[str, str, dict] | None:
     return backbone, str(directory), meta.get("recipe") or {}
 
 
-def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
-                   batch_size: int = 32, **options: Any):
-    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever."""
+def resolve_system(name: str) -> tuple[str, Any]:
+    """What a system name means, without building it: ``("retriever", name)``,
+    ``("backbone", name)`` or ``("run", trained_model(name))``; unknown names raise PluginError."""
     registry = get_registry()
     if registry.has("retriever", name):
-        return registry.create("retriever", name, **options)
+        return "retriever", name
     if registry.has("backbone", name):
-        if model is not None:
-            options["model"] = model
-        backbone = registry.create("backbone", name, **options)
-        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
+        return "backbone", name
     trained = trained_model(name)
     if trained is not None:  # a run directory or checkpoint: its backbone, its weights
-        from structret.linearization import TextFormat
-
-        backbone = registry.create("backbone", trained[0], model=trained[1], **options)
-        recipe = trained[2]
-        text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
-        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format)
+        return "run", trained
     known = registry.names("retriever") + registry.names("backbone")
     import difflib
 
@@ -108,3 +116,23 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
         f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
         f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works."
     )
+
+
+def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
+                   batch_size: int = 32, **options: Any):
+    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever."""
+    registry = get_registry()
+    kind, found = resolve_system(name)
+    if kind == "retriever":
+        return registry.create("retriever", name, **options)
+    if kind == "backbone":
+        if model is not None:
+            options["model"] = model
+        backbone = registry.create("backbone", name, **options)
+        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
+    from structret.linearization import TextFormat
+
+    backbone = registry.create("backbone", found[0], model=found[1], **options)
+    recipe = found[2]
+    text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
+    return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format)

@@ -43,7 +43,8 @@ from structret.errors import StructretError
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 # recipe fields that do not change what a run computes
-_NOT_IDENTITY = {"name", "output", "log_every", "checkpoint_every", "keep_checkpoints"}
+_NOT_IDENTITY = {"name", "description", "reproduces", "output", "log_every", "checkpoint_every",
+                 "keep_checkpoints"}
 
 
 class SuiteError(StructretError, ValueError):
@@ -418,6 +419,26 @@ class Runner:
         os.replace(tmp, directory)
         return str(directory)
 
+    def check(self, cell: Cell, data: DataSpec) -> None:
+        """Raise now if any recipe, plugin or option the cell names is unknown: a whole table's
+        typo must not surface after its first rows have trained for an hour."""
+        from structret.data import parse_data_spec
+        from structret.recipes import check_plugins, parse_options_field, resolve_recipe
+        from structret.registry import get_registry
+        from structret.retrieval import resolve_system
+
+        get_registry().check("dataset", parse_data_spec(data.spec)[0])
+        if cell.system:
+            resolve_system(cell.system)
+            return
+        forced = {"data": data.spec, "split": data.train_split, "data_options": data.options_field(), "output": None}
+        for name in (cell.recipe, cell.finetune):
+            if name:
+                check_plugins(resolve_recipe(name, {**cell.overrides, **forced}))
+        if not (cell.recipe or cell.finetune):
+            get_registry().check("backbone", cell.base["backbone"],
+                                 parse_options_field(cell.base.get("backbone_options") or ""))
+
     def build(self, cell: Cell, data: DataSpec) -> tuple[str, dict[str, Any]]:
         """(system for make_retriever, its options); trains what the cell asks for."""
         from structret.recipes import resolve_recipe
@@ -538,6 +559,9 @@ def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | 
             rows.append((f"{label} + {tuned}", Cell(recipe=name, finetune=finetune, overrides=settings)))
         else:
             rows.append((label, Cell(recipe=name, overrides=settings)))
+    for data in datas:
+        for _, cell in rows:
+            runner.check(cell, data)
     results: dict[tuple[int, str], dict[str, Any]] = {}
     n, i = len(rows) * len(datas), 0
     for data in datas:
@@ -620,14 +644,20 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     def chosen_backbone(d: SuiteDataset, spec: DataSpec) -> str | None:
         return settings.get("backbone") or backbone or (d.standin_backbone if spec.standin else None) or None
 
+    labels = [r.label for r in suite.rows]
+    for label in rows or ():
+        if label not in labels:
+            close = difflib.get_close_matches(label, labels, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SuiteError(f"--row {label!r}: suite '{suite.name}' has no such row.{hint} Rows: {', '.join(labels)}.")
     selected = [r for r in suite.rows if rows is None or r.label in rows]
     todo = [(r, d) for d in suite.datasets if specs[d.key] is not None for r in selected
             if not r.paper_only and (r.recipe.get(d.key) or r.finetune.get(d.key) or not (r.recipe or r.finetune))]
     measured: dict[tuple[int, str], dict[str, Any]] = {}
     backbones: dict[str, set[str]] = {}
-    for i, (row, d) in enumerate(todo, 1):
+    cells = []
+    for row, d in todo:
         spec = specs[d.key]
-        _progress(i, len(todo), f"{row.label}{f' [{row.block}]' if row.block else ''}", spec)
         pick = chosen_backbone(d, spec)
         recipe_name = row.recipe.get(d.key, "")
         own = pick or (resolve_recipe(recipe_name).backbone if recipe_name else d.backbone) or "minilm"
@@ -646,6 +676,11 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
         init = row.init if final_backbone == (resolve_recipe(recipe_name).backbone if recipe_name else None) else ""
         cell = Cell(recipe=recipe_name, finetune=row.finetune.get(d.key, ""), overrides=overrides, base=base,
                     init=init)
+        runner.check(cell, spec)
+        cells.append((row, d, cell))
+    for i, (row, d, cell) in enumerate(cells, 1):
+        spec = specs[d.key]
+        _progress(i, len(cells), f"{row.label}{f' [{row.block}]' if row.block else ''}", spec)
         system, options = runner.build(cell, spec)
         measured[(suite.rows.index(row), d.key)] = runner.evaluate(system, options, spec)
 

@@ -62,7 +62,8 @@ from structret.registry import get_registry
 TEVATRON = "tevatron"
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # recipe fields a resumed run may change: they do not touch what is computed
-RESUMABLE_CHANGES = {"name", "output", "log_every", "checkpoint_every", "keep_checkpoints"}
+RESUMABLE_CHANGES = {"name", "description", "reproduces", "output", "log_every", "checkpoint_every",
+                     "keep_checkpoints"}
 
 
 class TrainingError(StructretError):
@@ -91,14 +92,18 @@ def _passage(entry: Any) -> str | None:
     return text or None
 
 
-def read_training_pairs(path: str) -> tuple[list[Example], ReadStats]:
+def read_training_pairs(path: str, max_field_chars: int | None = None) -> tuple[list[Example], ReadStats]:
     """Tevatron training lines (``.jsonl`` or ``.jsonl.gz``), one query per line::
 
         {"query_id": "q1", "query": "...", "positive_passages": [{"docid": "d1", "title": "", "text": "..."}],
          "negative_passages": [{"docid": "d7", "title": "", "text": "..."}]}
 
-    A malformed line is skipped and counted (with file:line), never fatal.
+    A malformed line is skipped and counted (with file:line), never fatal; so is a line whose
+    query or one passage is longer than ``max_field_chars`` (default: the readers' MAX_FIELD_CHARS).
     """
+    from structret.records import MAX_FIELD_CHARS
+
+    limit = max_field_chars or MAX_FIELD_CHARS
     file = Path(path)
     if not file.is_file():
         raise DataError(f"{TEVATRON}: {path} does not exist; pass a .jsonl(.gz) file of Tevatron training lines.")
@@ -141,6 +146,12 @@ def read_training_pairs(path: str) -> tuple[list[Example], ReadStats]:
                     stats.skip(where, "no positive passage with text")
                     continue
                 negatives = [p for p in map(_passage, row.get("negative_passages") or []) if p]
+                texts = [("query", query)] + [("positive_passages", p) for p in positives] + \
+                        [("negative_passages", n) for n in negatives]
+                big = next(((key, len(text)) for key, text in texts if len(text) > limit), None)
+                if big:
+                    stats.skip(where, f"field '{big[0]}' over max_field_chars={limit}", f"{big[1]:,} chars")
+                    continue
                 stats.use()
                 examples.append(Example([query.strip()], positives, negatives))
     except (OSError, EOFError, zlib.error) as exc:  # a .gz that is not gzip, truncated or corrupt
@@ -191,11 +202,12 @@ def examples_from_dataset(dataset: Any, text_format: TextFormat | None = None) -
 def load_examples(spec: str, split: str | None = None, text_format: TextFormat | None = None,
                   options: dict[str, Any] | None = None) -> tuple[list[Example], ReadStats]:
     """``tevatron:PATH`` (texts as written) or any registered ``FORMAT:PATH``."""
-    from structret.data import load_dataset
+    from structret.data import load_dataset, require
 
     if spec.startswith(f"{TEVATRON}:"):
         return read_training_pairs(spec[len(TEVATRON) + 1:])
     dataset = load_dataset(spec, split=split, options=options)
+    require(dataset, "documents", "queries", spec=spec, split=split)
     return examples_from_dataset(dataset, text_format), dataset.stats
 
 
@@ -552,7 +564,7 @@ def _check_resumable(run: Path, recipe: Recipe) -> None:
         listed = ", ".join(f"{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed)
         raise TrainingError(
             f"cannot resume {run} with a different recipe: {listed}. Resume with the saved recipe "
-            f"({saved_file}), or start a new run in another --output directory."
+            f"({saved_file}), or start a new run in another --out directory."
         )
 
 
@@ -620,15 +632,15 @@ def train(recipe: Recipe, *, resume: bool = False,
         raise TrainingError(f"no training data: pass --data FORMAT:PATH (e.g. codesearchnet:train.jsonl.gz) "
                             f"or --data {TEVATRON}:train.jsonl")
     if not recipe.output:
-        raise TrainingError("no run directory: pass --output DIR (checkpoints, metrics and the model go there)")
+        raise TrainingError("no run directory: pass --out DIR (checkpoints, metrics and the model go there)")
     run = Path(recipe.output)
     found = checkpoints(run) if run.is_dir() else []
     if found and not resume:
         raise TrainingError(f"{run} already holds checkpoints ({found[-1].name}); pass --resume to continue "
-                            f"that run, or choose another --output directory.")
+                            f"that run, or choose another --out directory.")
     if resume and (run / "final" / "structret.json").is_file():
         raise TrainingError(f"{run} has finished (its model is in {run / 'final'}); there is nothing to resume. "
-                            f"Choose another --output directory to train again.")
+                            f"Choose another --out directory to train again.")
     checkpoint = found[-1] if resume and found else None
     if checkpoint is not None:
         _check_resumable(run, recipe)

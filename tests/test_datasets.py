@@ -501,7 +501,7 @@ def test_beir_errors(tmp_path):
         beir.read(str(tmp_path))
     with pytest.raises(DataError, match=r"is a file, not a folder"):
         beir.read(str(BEIR / "corpus.jsonl"))
-    with pytest.raises(DataError, match=r"unknown option 'lowercase'\. Accepted options: none"):
+    with pytest.raises(DataError, match=r"unknown option 'lowercase'\. Accepted options: max_field_chars \("):
         beir.read(str(BEIR), lowercase=True)
 
 

@@ -290,12 +290,16 @@ def test_linearize_file_formats_like_the_paper(tmp_path):
     path.write_text(FIGURE_2)
     result = linearize_file(path, "dfs-parent")
     assert result.language == "python" and not result.failures
-    assert result.format().splitlines() == [", ".join(TABLE_2), ", ".join(TABLE_3)]
-    assert linearize_file(path, "dfs").format() == ", ".join(TABLE_2)
+    where = f"15 tokens, python, {path}"
+    assert result.format().splitlines() == [
+        f"DFS sequence ({where}):", ", ".join(TABLE_2),
+        "DFS-Parent sequence (the parent of each token above; None = a root):", ", ".join(TABLE_3)]
+    assert linearize_file(path, "dfs").format().splitlines() == [f"DFS sequence ({where}):", ", ".join(TABLE_2)]
     # Table 1 with its comma token: the paper's listing cannot show it apart from the separators
-    assert linearize_file(path, "raw", split_identifiers=True).format() == (
+    assert linearize_file(path, "raw", split_identifiers=True).format().splitlines()[1] == (
         "def, sum, two, numbers, (, a, ,, b, ), :, return, a, +, b"
     )
+    assert linearize_file(path, "raw").format().startswith("Raw sequence (")
 
 
 def test_linearize_file_reports_unreadable_code_and_unknown_languages(tmp_path):

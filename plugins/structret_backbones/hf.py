@@ -11,6 +11,7 @@ from typing import Any, Literal, Sequence
 import torch
 
 from structret.errors import ModelLoadError
+from structret.registry import takes_options_of
 from structret_backbones._loading import (
     HEAD_FILE,
     TrainableMixin,
@@ -266,6 +267,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         return f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, dim={self.dim}{informed})"
 
 
+@takes_options_of(HFEncoder)
 def minilm(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
     """all-MiniLM-L6-v2 as sentence-transformers uses it: mean pooling, unit vectors, 256 tokens.
 
@@ -283,6 +285,7 @@ def minilm(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
     return encoder
 
 
+@takes_options_of(HFEncoder)
 def bert_base(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
     """bert-base-uncased with [CLS] pooling (from the Hugging Face cache or a local copy)."""
     return HFEncoder(model or BERT_BASE_ID, **{"pooling": "cls", **options})

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from structret.errors import ModelLoadError
+from structret.registry import takes_options_of
 from structret_backbones._loading import TrainableMixin, TransformerBackbone
 
 T5_BASE_ID = "google-t5/t5-base"
@@ -122,10 +123,12 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
         return f"T5Encoder({self.name!r}, normalize={self.normalize}, dim={self.dim})"
 
 
+@takes_options_of(T5Encoder)
 def t5_base(model: str | os.PathLike | None = None, **options: Any) -> T5Encoder:
     return T5Encoder(model or T5_BASE_ID, **options)
 
 
+@takes_options_of(T5Encoder)
 def codet5_base(model: str | os.PathLike | None = None, **options: Any) -> T5Encoder:
     """CodeT5-base; its RoBERTa-style BPE tokenizer is picked up from the checkpoint."""
     return T5Encoder(model or CODET5_BASE_ID, **options)

@@ -1,4 +1,5 @@
-"""What every reader shares: JSON-lines rows with skip-and-count, field checks, option checks."""
+"""What every reader shares: JSON-lines rows with skip-and-count, field checks, option checks,
+and the limit on a field's size."""
 
 from __future__ import annotations
 
@@ -6,20 +7,31 @@ import gzip
 import json
 import re
 import zlib
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from structret.errors import DataError
-from structret.records import ReadStats
+from structret.records import MAX_FIELD_CHARS, ReadStats
 
 _GZIP_MAGIC = b"\x1f\x8b"
+# Every reader accepts this option (see MAX_FIELD_CHARS for why the default is what it is).
+LIMIT_OPTION = {
+    "max_field_chars": f"skip rows with a text field longer than this many characters (default {MAX_FIELD_CHARS})"
+}
+# A JSON line longer than this many times the field limit is skipped unparsed. A row has a
+# handful of long fields (CodeSearchNet: code, original_string, code_tokens, docstring) and
+# JSON may spend 6 bytes on one character (\u00e9), so no row whose fields fit comes near
+# it; stopping there keeps a line without an end (a file with no newline at all) from being
+# read whole into memory before it can be skipped.
+LINE_FACTOR = 64
 
 
 class BadRow(Exception):
     """A row that cannot be used; ``reason`` is the short category counted in ReadStats."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, detail: str = ""):
         super().__init__(reason)
         self.reason = reason
+        self.detail = detail  # this row's own numbers, for the example line only
 
 
 class LeftOut(BadRow):
@@ -31,14 +43,59 @@ def record_skip(stats: ReadStats, where: str, bad: BadRow) -> None:
     if isinstance(bad, LeftOut):
         stats.leave_out(bad.reason)
     else:
-        stats.skip(where, bad.reason)
+        stats.skip(where, bad.reason, bad.detail)
 
 
-def iter_jsonl(path: str, stats: ReadStats, display: str | None = None) -> Iterator[tuple[int, str, dict]]:
+def field_limit(reader: str, options: dict[str, Any]) -> int:
+    """The reader option ``max_field_chars``, checked."""
+    value = options.get("max_field_chars", MAX_FIELD_CHARS)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # --data-option max_field_chars=2e6 arrives as a float
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataError(f"{reader}: max_field_chars must be a whole number of characters >= 1, not {value!r} "
+                        f"(the default is {MAX_FIELD_CHARS}).")
+    return value
+
+
+def too_long(field: str, size: int, limit: int) -> BadRow:
+    """The skip of a row whose ``field`` has ``size`` characters, over ``limit``."""
+    return BadRow(f"field '{field}' over max_field_chars={limit}", f"{size:,} chars")
+
+
+def oversized(row: dict, limit: int, keys: tuple[str, ...] | None = None) -> BadRow | None:
+    """The first field of ``row`` (of ``keys``, default all) over ``limit`` characters, or None.
+    A list of strings (a token list, category levels) is as long as its strings together."""
+    for key in row if keys is None else keys:
+        value = row.get(key)
+        if isinstance(value, str):
+            size = len(value)
+        elif isinstance(value, list):
+            size = sum(len(v) for v in value if isinstance(v, str))
+        else:
+            continue
+        if size > limit:
+            return too_long(key, size, limit)
+    return None
+
+
+def _rest_of_line(fh: BinaryIO, chunk: int) -> int:
+    """Read past the end of the current line, a chunk at a time; return how many bytes that was."""
+    size = 0
+    while True:
+        part = fh.readline(chunk)
+        size += len(part)
+        if not part or part.endswith(b"\n"):
+            return size
+
+
+def iter_jsonl(
+    path: str, stats: ReadStats, display: str | None = None, limit: int = MAX_FIELD_CHARS
+) -> Iterator[tuple[int, str, dict]]:
     """Yield ``(line, "file:line", row)`` for each JSON object line of a .jsonl or .jsonl.gz file.
 
-    Lines that are not UTF-8, not JSON or not an object are skipped and counted here;
-    the caller must ``use`` or ``skip`` every row it is given, so read == used + skipped.
+    Lines that are not UTF-8, not JSON or not an object, and rows with a field over
+    ``limit`` characters (see ``oversized``), are skipped and counted here; the caller
+    must ``use`` or ``skip`` every row it is given, so read == used + skipped.
     A gzip stream that breaks off keeps the rows before the damage and counts one
     "truncated gzip" skip at the line where it broke.
     """
@@ -51,13 +108,19 @@ def iter_jsonl(path: str, stats: ReadStats, display: str | None = None) -> Itera
     # Decide by content, not by name: a plain .jsonl that was renamed .gz still reads.
     opener = gzip.open if magic == _GZIP_MAGIC else open
     lineno = 0
+    max_line = LINE_FACTOR * limit
     with opener(path, "rb") as fh:
         try:
-            for raw in fh:
+            for raw in iter(lambda: fh.readline(max_line + 1), b""):
                 lineno += 1
+                where = f"{display}:{lineno}"
+                if len(raw) > max_line:
+                    size = len(raw) + (0 if raw.endswith(b"\n") else _rest_of_line(fh, max_line))
+                    stats.skip(where, f"line over {max_line} bytes ({LINE_FACTOR} x max_field_chars={limit})",
+                               f"{size:,} bytes")
+                    continue
                 if not raw.strip():
                     continue  # blank lines (a trailing newline, say) are not rows
-                where = f"{display}:{lineno}"
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError:
@@ -70,6 +133,12 @@ def iter_jsonl(path: str, stats: ReadStats, display: str | None = None) -> Itera
                     continue
                 if not isinstance(row, dict):
                     stats.skip(where, "not a JSON object")
+                    continue
+                # Only a line longer than the limit can hold a field over it: each character
+                # of a string takes at least one byte of the line. So most rows cost nothing here.
+                too_big = oversized(row, limit) if len(raw) > limit else None
+                if too_big:
+                    stats.skip(where, too_big.reason, too_big.detail)
                     continue
                 yield lineno, where, row
         except (EOFError, zlib.error, gzip.BadGzipFile):

@@ -22,11 +22,24 @@ from structret.errors import DataError
 from structret.records import CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._docstring import strip_python_docstring
-from structret_datasets._rows import BadRow, check_choice, check_options, get_id, get_str, get_tokens, iter_jsonl
+from structret_datasets._rows import (
+    LIMIT_OPTION,
+    BadRow,
+    check_choice,
+    check_options,
+    field_limit,
+    get_id,
+    get_str,
+    get_tokens,
+    iter_jsonl,
+)
 
 READER = "adv"
 SPLITS = ("train", "valid", "test")
-OPTIONS = {"code_text": "'tokens' (default, as CodeXGLUE: ' '.join(code_tokens)) or 'raw' (the code string)"}
+OPTIONS = {
+    "code_text": "'tokens' (default, as CodeXGLUE: ' '.join(code_tokens)) or 'raw' (the code string)",
+    **LIMIT_OPTION,
+}
 EXPECTED = "the folder holding train.jsonl/valid.jsonl/test.jsonl, or one of those files"
 
 
@@ -56,6 +69,7 @@ def _resolve(path: str, split: str | None) -> str:
 def read(path: str, *, split: str | None = None, **options) -> Dataset:
     check_options(READER, options, OPTIONS)
     code_text = check_choice(READER, "code_text", options.get("code_text", "tokens"), ("tokens", "raw"))
+    limit = field_limit(READER, options)
     file = _resolve(path, split)
 
     stats = ReadStats(source=f"{READER} {file}")
@@ -64,7 +78,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     qrels: dict[str, dict[str, int]] = {}
     pairs: list[tuple[str, str]] = []
 
-    for _, where, row in iter_jsonl(file, stats, file):
+    for _, where, row in iter_jsonl(file, stats, file, limit):
         try:
             qid = get_id(row, "url")
             docid = get_id(row, "idx")

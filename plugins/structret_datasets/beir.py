@@ -13,7 +13,7 @@ import os
 from structret.errors import DataError
 from structret.records import Dataset, Query, ReadStats, TextRecord
 
-from structret_datasets._rows import BadRow, check_options, get_id, get_str, iter_jsonl
+from structret_datasets._rows import LIMIT_OPTION, BadRow, check_options, field_limit, get_id, get_str, iter_jsonl
 
 READER = "beir"
 EXPECTED = "a folder with corpus.jsonl, queries.jsonl and qrels/{split}.tsv"
@@ -44,9 +44,9 @@ def _qrels_file(folder: str, split: str) -> str:
     raise DataError(f"{READER}: {qrels_dir} has no .tsv files. Pass {EXPECTED}.")
 
 
-def _read_corpus(file: str, stats: ReadStats) -> dict[str, TextRecord]:
+def _read_corpus(file: str, stats: ReadStats, limit: int) -> dict[str, TextRecord]:
     corpus: dict[str, TextRecord] = {}
-    for _, where, row in iter_jsonl(file, stats):
+    for _, where, row in iter_jsonl(file, stats, limit=limit):
         try:
             docid = get_id(row, "_id" if "_id" in row or "docid" not in row else "docid")
             text = get_str(row, "text", required=True)
@@ -63,10 +63,10 @@ def _read_corpus(file: str, stats: ReadStats) -> dict[str, TextRecord]:
     return corpus
 
 
-def _read_queries(file: str, stats: ReadStats) -> dict[str, Query]:
+def _read_queries(file: str, stats: ReadStats, limit: int) -> dict[str, Query]:
     """The well-formed queries; they are counted as used once the qrels are known."""
     queries: dict[str, Query] = {}
-    for _, where, row in iter_jsonl(file, stats):
+    for _, where, row in iter_jsonl(file, stats, limit=limit):
         try:
             qid = get_id(row, "_id")
             text = get_str(row, "text", required=True).strip()
@@ -119,7 +119,8 @@ def _read_qrels(file: str, stats: ReadStats, queries: dict, corpus: dict) -> dic
 
 
 def read(path: str, *, split: str | None = None, **options) -> Dataset:
-    check_options(READER, options, {})
+    check_options(READER, options, LIMIT_OPTION)
+    limit = field_limit(READER, options)
     split = split or "test"
     if not os.path.isdir(path):
         what = "is a file, not a folder" if os.path.exists(path) else "does not exist"
@@ -128,8 +129,8 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     corpus_file, queries_file, qrels_file = _jsonl(path, "corpus"), _jsonl(path, "queries"), _qrels_file(path, split)
 
     stats = ReadStats(source=f"{READER} {path} (split={split})")
-    corpus = _read_corpus(corpus_file, stats)
-    candidates = _read_queries(queries_file, stats)
+    corpus = _read_corpus(corpus_file, stats, limit)
+    candidates = _read_queries(queries_file, stats, limit)
     qrels = _read_qrels(qrels_file, stats, candidates, corpus)
 
     queries: dict[str, Query] = {}

@@ -17,11 +17,22 @@ from structret.errors import DataError
 from structret.records import CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._docstring import strip_python_docstring
-from structret_datasets._rows import BadRow, LeftOut, check_options, get_str, get_tokens, iter_jsonl, natural_key, record_skip
+from structret_datasets._rows import (
+    LIMIT_OPTION,
+    BadRow,
+    LeftOut,
+    check_options,
+    field_limit,
+    get_str,
+    get_tokens,
+    iter_jsonl,
+    natural_key,
+    record_skip,
+)
 
 READER = "codesearchnet"
 SPLITS = ("train", "valid", "test")
-OPTIONS = {"language": "keep only this programming language, e.g. python"}
+OPTIONS = {"language": "keep only this programming language, e.g. python", **LIMIT_OPTION}
 EXPECTED = "a CodeSearchNet .jsonl/.jsonl.gz file, a glob, or a folder such as python/final/jsonl"
 
 
@@ -98,6 +109,7 @@ def _select(files: list[_File], path: str, split: str | None, language: str | No
 def read(path: str, *, split: str | None = None, **options) -> Dataset:
     check_options(READER, options, OPTIONS)
     language = str(options["language"]).lower() if options.get("language") else None
+    limit = field_limit(READER, options)
     splits = SPLITS if split is None or split in SPLITS else (*SPLITS, split)
     files = _select(_find_files(path, splits), path, split, language)
 
@@ -109,7 +121,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     pairs: list[tuple[str, str]] = []
 
     for file in files:
-        for lineno, where, row in iter_jsonl(file.path, stats, file.display):
+        for lineno, where, row in iter_jsonl(file.path, stats, file.display, limit):
             try:
                 if split and file.split is None:
                     partition = get_str(row, "partition")

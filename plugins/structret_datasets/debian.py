@@ -53,7 +53,8 @@ What is counted (ReadStats; one row = one stanza of a Packages file)
 --------------------------------------------------------------------
 * skipped with ``file:line``: malformed stanzas (a line that is neither ``Field: value``
   nor a continuation, a continuation before any field, a field given twice, undecodable
-  bytes, a compressed file that breaks off), no ``Package``, no ``Description``, an
+  bytes, a compressed file that breaks off), a field longer than ``max_field_chars``
+  characters (option; default 1,000,000), no ``Package``, no ``Description``, an
   empty synopsis, and **no long description** (not inline and not in any translation):
   ATTEMPT-style training masks the content and needs some, and a document that is just
   its name next to a query that is its synopsis says little. Malformed stanzas of
@@ -90,13 +91,14 @@ from collections.abc import Iterator
 from structret.errors import DataError
 from structret.records import Dataset, ItemRecord, Query, ReadStats
 
-from structret_datasets._rows import check_choice, check_options
+from structret_datasets._rows import LIMIT_OPTION, BadRow, check_choice, check_options, field_limit, too_long
 
 READER = "debian-packages"
 OPTIONS = {
     "translations": "a Translation-en file or a folder of them (default: those beside the Packages files "
     "when the path is a folder); 'none' reads none",
     "limit": "stop after this many packages are used (default: all)",
+    **LIMIT_OPTION,
 }
 FIELD = re.compile(r"^([!-9;-~][!-9;-~]*):(.*)$")  # deb822: printable ASCII but ':' and space
 SUFFIXES = ("", ".xz", ".gz", ".bz2", ".lz4", ".zst")  # preference when one index is there in several forms
@@ -228,6 +230,9 @@ def iter_stanzas(path: str) -> Iterator[tuple[str, dict[str, str] | None, str | 
     ``where`` is ``file:line`` of the stanza's first line, or of the offending line.
     """
     fields: dict[str, str] = {}
+    # the lines of multi-line fields, joined once the stanza ends: adding each line to the
+    # value as it comes would copy the value so far every time, quadratic in its size
+    lines: dict[str, list[str]] = {}
     current: str | None = None
     start = 0
     bad: tuple[str, str] | None = None
@@ -236,6 +241,7 @@ def iter_stanzas(path: str) -> Iterator[tuple[str, dict[str, str] | None, str | 
     def finish():
         if bad is not None:
             return bad[0], None, bad[1]
+        fields.update((name, "\n".join(parts)) for name, parts in lines.items())
         return f"{path}:{start}", fields, None
 
     try:
@@ -248,7 +254,7 @@ def iter_stanzas(path: str) -> Iterator[tuple[str, dict[str, str] | None, str | 
             if line is not None and not line.strip():
                 if start:
                     yield finish()
-                fields, current, start, bad = {}, None, 0, None
+                fields, lines, current, start, bad = {}, {}, None, 0, None
                 continue
             if not start:
                 start = lineno
@@ -260,7 +266,7 @@ def iter_stanzas(path: str) -> Iterator[tuple[str, dict[str, str] | None, str | 
                 if current is None:
                     bad = (f"{path}:{lineno}", "continuation line before any field")
                 else:
-                    fields[current] += "\n" + line
+                    lines.setdefault(current, [fields[current]]).append(line)
             elif line.startswith("#"):
                 continue  # a deb822 comment line
             else:
@@ -347,7 +353,13 @@ def _translation_files(option, path: str) -> list[str]:
                     f"or a folder holding them (e.g. /var/lib/apt/lists).")
 
 
-def _read_translations(files: list[str], wanted: set[str], stats: ReadStats) -> dict[str, str]:
+def _too_long(fields: dict[str, str], limit: int) -> BadRow | None:
+    """The skip of a stanza with a field over ``limit`` characters (named as deb822 writes it), or None."""
+    name = next((k for k, v in fields.items() if len(v) > limit), None)
+    return None if name is None else too_long(name.capitalize(), len(fields[name]), limit)
+
+
+def _read_translations(files: list[str], wanted: set[str], stats: ReadStats, max_chars: int) -> dict[str, str]:
     """Description-md5 -> long description, for the md5s in ``wanted``."""
     found: dict[str, str] = {}
     for file in files:
@@ -363,6 +375,10 @@ def _read_translations(files: list[str], wanted: set[str], stats: ReadStats) -> 
                 text = next((v for k, v in fields.items() if k.startswith("description-")), None)
             if text is None:
                 stats.skip(where, "translation: no Description-en")
+                continue
+            bad = _too_long(fields, max_chars)
+            if bad:
+                stats.skip(where, f"translation: {bad.reason}", bad.detail)
                 continue
             _, long = long_description(text)
             if long:
@@ -412,6 +428,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
 
 def _read_catalog(path: str, options: dict) -> tuple[dict, dict, list, ReadStats]:
     limit = _limit(options.get("limit"))
+    max_chars = field_limit(READER, options)
     if os.path.isdir(path):
         files = _index_files(path, "Packages")
         if not files:
@@ -439,7 +456,7 @@ def _read_catalog(path: str, options: dict) -> tuple[dict, dict, list, ReadStats
         for _, fields, _ in stanzas
         if fields is not None and "\n" not in fields.get("description", "")
     } - {""}
-    translated = _read_translations(translations, wanted, stats) if wanted and translations else {}
+    translated = _read_translations(translations, wanted, stats, max_chars) if wanted and translations else {}
 
     corpus: dict[str, ItemRecord] = {}
     queries: dict[str, Query] = {}
@@ -451,6 +468,10 @@ def _read_catalog(path: str, options: dict) -> tuple[dict, dict, list, ReadStats
             break
         if fields is None:
             stats.skip(where, reason)
+            continue
+        bad = _too_long(fields, max_chars)
+        if bad:
+            stats.skip(where, bad.reason, bad.detail)
             continue
         name = fields.get("package", "").strip()
         if not name:

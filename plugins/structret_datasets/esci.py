@@ -66,7 +66,18 @@ import os
 from structret.errors import DataError
 from structret.records import Dataset, ItemRecord, Query, ReadStats
 
-from structret_datasets._rows import BadRow, _check_text, check_choice, check_options, get_id, get_str, iter_jsonl
+from structret_datasets._rows import (
+    LIMIT_OPTION,
+    BadRow,
+    _check_text,
+    check_choice,
+    check_options,
+    field_limit,
+    get_id,
+    get_str,
+    iter_jsonl,
+    oversized,
+)
 
 READER = "esci"
 EXAMPLES = "shopping_queries_dataset_examples.parquet"
@@ -76,6 +87,7 @@ PRODUCT_COLUMNS = [
     "product_id", "product_title", "product_description", "product_bullet_point",
     "product_brand", "product_color", "product_locale",
 ]
+PRODUCT_TEXTS = ("product_title", "product_description", "product_bullet_point", "product_brand", "product_color")
 LEVELS = {"E": 3, "S": 2, "C": 1, "I": 0}
 LOCALES = ("us", "es", "jp", "all")
 CATEGORY_LEVELS = 4
@@ -84,9 +96,10 @@ OPTIONS = {
     "version": "small (default) or large",
     "locale": "us (default), es, jp or all",
     "categories": CATEGORIES_HELP,
+    **LIMIT_OPTION,
 }
 SANTA_READER = "esci-santa-pretrain"
-SANTA_OPTIONS = {"categories": CATEGORIES_HELP}
+SANTA_OPTIONS = {"categories": CATEGORIES_HELP, **LIMIT_OPTION}
 FIX = "Use the files of amazon-science/esci-data (shopping_queries_dataset/) unchanged."
 
 
@@ -216,7 +229,7 @@ def _category_levels(row: dict) -> list[str]:
 
 
 def _read_categories(
-    path, products_file: str, selected: set[tuple[str, str]], stats: ReadStats
+    path, products_file: str, selected: set[tuple[str, str]], stats: ReadStats, limit: int
 ) -> dict[tuple[str, str], list[str]]:
     """(locale, product_id) -> levels, for the selected products; every other row is counted."""
     if not isinstance(path, str) or not path.strip():
@@ -226,7 +239,7 @@ def _read_categories(
     known = None  # every (locale, id) of the products file, read only if a row names an unselected product
     seen: set[tuple[str, str]] = set()
     categories: dict[tuple[str, str], list[str]] = {}
-    for _, where, row in iter_jsonl(path, stats):
+    for _, where, row in iter_jsonl(path, stats, limit=limit):
         try:
             pid = get_id(row, "product_id")
             locale = get_str(row, "product_locale", default="us").strip().lower()
@@ -256,6 +269,14 @@ def _product_keys(file: str) -> set[tuple[str, str]]:
     return {(loc, _id(pid)) for loc, pid in zip(table["product_locale"].to_pylist(), table["product_id"].to_pylist())}
 
 
+def _too_long_product(product: dict, limit: int, products_file: str) -> BadRow | None:
+    """An oversized text of the product, as the skip of the example row that names it."""
+    bad = oversized(product, limit, PRODUCT_TEXTS)
+    if bad:
+        bad.detail += f", product {_id(product['product_id'])} of {os.path.basename(products_file)}"
+    return bad
+
+
 def _read_products(file: str, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
     import pyarrow.compute as pc
 
@@ -278,6 +299,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     split = check_choice(READER, "split", split or "test", ("train", "test"))
     version = check_choice(READER, "version", options.get("version", "small"), ("small", "large"))
     locale = check_choice(READER, "locale", options.get("locale", "us"), LOCALES)
+    limit = field_limit(READER, options)
     examples_file, products_file = _files(path)
 
     stats = ReadStats(source=f"{READER} {examples_file} (split={split}, version={version}, locale={locale})")
@@ -287,7 +309,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     products = _read_products(products_file, wanted)
     categories = None
     if "categories" in options:
-        categories = _read_categories(options["categories"], products_file, set(products), stats)
+        categories = _read_categories(options["categories"], products_file, set(products), stats, limit)
 
     corpus: dict[str, ItemRecord] = {}
     queries: dict[str, Query] = {}
@@ -295,7 +317,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     for i, row in selected:
         where = f"{examples_file}:row {i}"
         qid, pid, text = _id(row["query_id"]), _id(row["product_id"]), row["query"]
-        reason = None
+        reason, detail = None, ""
         if qid is None:
             reason = "missing field 'query_id'"
         elif pid is None:
@@ -306,12 +328,16 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
             reason = "label is not E/S/C/I"
         elif (row["product_locale"], pid) not in products:
             reason = "product not in products file"
+        elif bad := oversized(row, limit, ("query",)) or _too_long_product(
+            products[(row["product_locale"], pid)], limit, products_file
+        ):
+            reason, detail = bad.reason, bad.detail
         if reason is None:
             doc_id = f"{row['product_locale']}/{pid}" if locale == "all" else pid
             if doc_id in qrels.get(qid, {}):
                 reason = "duplicate id"
         if reason:
-            stats.skip(where, reason)
+            stats.skip(where, reason, detail)
             continue
         stats.use()
         if doc_id not in corpus:
@@ -335,6 +361,7 @@ def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Da
     with a description and bullet points (see the module docs)."""
     check_options(SANTA_READER, options, SANTA_OPTIONS)
     split = check_choice(SANTA_READER, "split", split or "train", ("train", "test", "all"))
+    limit = field_limit(SANTA_READER, options)
     examples_file, products_file = _files(path)
 
     stats = ReadStats(source=f"{SANTA_READER} {examples_file} (split={split}, version=large, locale=us, label=E)")
@@ -343,7 +370,7 @@ def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Da
     products = _read_products(products_file, wanted)
     categories = None
     if "categories" in options:
-        categories = _read_categories(options["categories"], products_file, set(products), stats)
+        categories = _read_categories(options["categories"], products_file, set(products), stats, limit)
 
     corpus: dict[str, ItemRecord] = {}
     for i, row in selected:
@@ -356,6 +383,10 @@ def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Da
             continue
         if pid in corpus:
             stats.leave_out("product already paired (judged E for another query)")
+            continue
+        bad = _too_long_product(products[("us", pid)], limit, products_file)
+        if bad:
+            stats.skip(f"{examples_file}:row {i}", bad.reason, bad.detail)
             continue
         item = _item(products[("us", pid)], pid, categories)
         if not item.content:

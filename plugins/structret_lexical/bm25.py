@@ -78,6 +78,8 @@ class BM25Retriever:
         except ValueError as exc:
             raise ValueError(f"bm25: unknown stopwords {stopwords!r}; use a language code like 'en', None, or a list of words") from exc
         self._model = None
+        self._stopword_source = stopwords
+
         self._n_docs = 0
 
     def tokenize(self, text: str) -> list[str]:
@@ -92,6 +94,15 @@ class BM25Retriever:
                 if len(token) >= _MIN_LEN and token.lower() not in self._stopwords:
                     tokens.append(token)
         return tokens
+
+    def settings(self) -> str:
+        """What changes this retriever's numbers, for the bench table's notes."""
+        words = "none" if not self._stopwords else (
+            f"{self._stopword_source} ({len(self._stopwords)} words)" if isinstance(self._stopword_source, str)
+            else f"{len(self._stopwords)} given words")
+        return (f"bm25s {self.method}, k1={self.k1}, b={self.b}, stopwords {words}, "
+                f"{'lowercased' if self.lowercase else 'case kept'}, tokens = words of >= {_MIN_LEN} chars"
+                + (" plus their camelCase/snake_case parts" if self.split_identifiers else ""))
 
     def fit(self, docs: Sequence[str]) -> None:
         if isinstance(docs, str):
