@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import errno
 import glob
@@ -19,8 +20,9 @@ from typing import Any, Iterator
 from structret.errors import ArtifactError
 
 META_FILE = "structret.json"
-# sizes and sha256 of every file of an artifact, written last: a truncated or damaged file
-# is caught on load instead of surfacing as a numpy or safetensors error
+# sizes and sha256 of every file of an artifact (structret.json too), written last: a missing,
+# truncated, changed or added file is refused on load instead of serving wrong results or
+# surfacing as a numpy or safetensors error
 CHECKSUMS_FILE = "checksums.json"
 
 
@@ -115,42 +117,155 @@ def _sha256(path: Path) -> str:
 
 
 def _files(directory: Path) -> list[Path]:
-    # structret.json is left out: its fields are checked one by one on load (read_meta), with
-    # messages that say which field disagrees
     return sorted(p for p in directory.rglob("*")
-                  if p.is_file() and p.relative_to(directory).as_posix() not in (CHECKSUMS_FILE, META_FILE))
+                  if p.is_file() and p.relative_to(directory).as_posix() != CHECKSUMS_FILE)
+
+
+def _entry(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
 
 
 def write_checksums(directory: str | os.PathLike) -> None:
     directory = Path(directory)
-    sums = {p.relative_to(directory).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-            for p in _files(directory)}
+    sums = {p.relative_to(directory).as_posix(): _entry(p) for p in _files(directory)}
     (directory / CHECKSUMS_FILE).write_text(json.dumps(sums, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def verify_checksums(directory: str | os.PathLike) -> None:
-    """Raise ArtifactError if a file listed in ``checksums.json`` is missing, truncated or
-    changed. Artifacts written before checksums existed (no such file) pass."""
+def add_to_checksums(directory: str | os.PathLike, name: str) -> None:
+    """List ``name`` in the checksums.json of an artifact saved already (``structret index``
+    writes the texts beside the index its plugin has just saved)."""
     directory = Path(directory)
+    sums = json.loads((directory / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    sums[name] = _entry(directory / name)
+    # replaced in one rename: the artifact is in place already, and a reader must never see
+    # a half-written manifest
+    partial = directory / f"{CHECKSUMS_FILE}.{os.getpid()}.part"
+    partial.write_text(json.dumps(sums, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(partial, directory / CHECKSUMS_FILE)
+
+
+def checksummed(directory: str | os.PathLike, name: str) -> bool:
+    """True if the checksums.json of ``directory`` covers the file ``name``."""
+    try:
+        return name in json.loads((Path(directory) / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")  # as structret.training names them
+
+
+def rebuild_hint(directory: str | os.PathLike) -> str:
+    """What to run to write ``directory`` again, as far as its structret.json (or, without
+    one, its name) tells; a sentence without its full stop."""
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None
+    meta = meta if isinstance(meta, dict) else {}
+    model = f" --model {meta['model_override']}" if meta.get("model_override") else ""
+    if meta.get("index"):
+        source = " ".join(f"--embeddings {e}" for e in meta.get("embeddings") or []) or (
+            f"--data FORMAT:PATH --backbone {meta.get('backbone') or 'BACKBONE'}{model}")
+        return f"Rebuild the index: structret index {source} --index {meta['index']} --out {directory}"
+    if meta.get("artifact") == "embeddings":
+        shard = meta.get("shard")
+        command = [f"--data {meta.get('data') or 'FORMAT:PATH'}"]
+        command += [f"--split {meta['split']}"] if meta.get("split") else []
+        command += [f"--backbone {meta.get('backbone')}{model}"]
+        command += [f"--backbone-option {o}" for o in meta.get("backbone_options") or []]
+        command += [f"--what {meta['what']}"] if meta.get("what") == "queries" else []
+        command += [f"--shard {shard[0]}/{shard[1]}"] if shard else []
+        command += [f"--out {directory.parent if shard else directory}"]
+        return f"Encode it again: structret encode {' '.join(command)}"
+    if meta.get("artifact") == "embedding-chunk":
+        return f"Delete {directory} and run the same 'structret encode' again, which encodes that chunk afresh"
+    run, step = directory.parent, _CHECKPOINT.fullmatch(directory.name)
+    if step:
+        earlier = sorted(int(m[1]) for p in run.glob("checkpoint-*")
+                         if (m := _CHECKPOINT.fullmatch(p.name)) and int(m[1]) < int(step[1]))
+        then = f"resumes from checkpoint-{earlier[-1]:06d}" if earlier else "starts the run afresh"
+        return (f"Delete {directory} (a checkpoint cannot be rebuilt); 'structret train --out {run} --resume' "
+                f"then {then}")
+    if meta.get("kind") == "model" or directory.name == "final":
+        return f"Train it again: structret train --recipe {run / 'recipe.toml'} --out NEW_RUN_DIR"
+    return "Rebuild it with the structret command that wrote it"
+
+
+# directories checked (or, with verify=False, warned about) for the load under way: an index
+# plugin's load() checks its directory again through read_index_meta, which must neither hash
+# every file a second time nor override the caller's verify=False
+_decided: contextvars.ContextVar[frozenset[Path]] = contextvars.ContextVar("structret_decided",
+                                                                          default=frozenset())
+
+
+@contextlib.contextmanager
+def verified(directory: str | os.PathLike, *, verify: bool = True) -> Iterator[None]:
+    """Check ``directory`` (verify_checksums) once for everything loaded from it inside the block."""
+    verify_checksums(directory, verify=verify)
+    token = _decided.set(_decided.get() | {Path(directory).resolve()})
+    try:
+        yield
+    finally:
+        _decided.reset(token)
+
+
+def verify_checksums(directory: str | os.PathLike, *, verify: bool = True) -> None:
+    """Raise ArtifactError unless ``directory`` holds exactly the files its ``checksums.json``
+    lists, each with its recorded size and sha256. No checksums.json (an artifact of a
+    structret older than checksums, or the file was deleted) is refused too.
+
+    Manifests written before structret.json was listed in them (older structret) are checked
+    for what they list; files they leave out (structret.json, an index's texts.jsonl.gz) are
+    not refused, and 'structret search' does not show such texts.
+
+    ``verify=False`` checks nothing and says so on stderr (``--no-verify``).
+    """
+    directory = Path(directory)
+    if directory.resolve() in _decided.get():
+        return
+    _refuse_if_not_an_artifact(directory)
+    if not verify:
+        print(f"warning: --no-verify: {directory} was not checked against {CHECKSUMS_FILE}; files missing, "
+              f"truncated, changed or added since it was saved go unnoticed and can give wrong results.",
+              file=sys.stderr)
+        return
     file = directory / CHECKSUMS_FILE
     if not file.is_file():
-        return
+        raise ArtifactError(f"{file} is missing, so the files of {directory} cannot be checked: it was saved by a "
+                            f"structret older than checksums, or the file was deleted. {rebuild_hint(directory)}. "
+                            f"Or pass --no-verify to use it unchecked, at the risk of wrong results.")
     try:
         sums = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ArtifactError(f"{file} is damaged (not JSON); the artifact cannot be checked. Rebuild it.") from None
-    for name, want in sorted(sums.items()):
+        wanted = {str(name): (int(want["bytes"]), str(want["sha256"])) for name, want in sums.items()}
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError):
+        raise ArtifactError(f"{file} is damaged, so {directory} cannot be checked. "
+                            f"{rebuild_hint(directory)}.") from None
+    for name, (size, sha256) in sorted(wanted.items()):
         path = directory / name
         if not path.is_file():
-            raise ArtifactError(f"{path} is missing from the artifact {directory}; it was deleted or the copy was "
-                                f"incomplete. Rebuild it (or copy it again).")
-        size = path.stat().st_size
-        if size != want["bytes"]:
-            raise ArtifactError(f"{path} has {size} bytes but was saved with {want['bytes']}: it is truncated or "
-                                f"overwritten. Rebuild the artifact (or copy it again).")
-        if _sha256(path) != want["sha256"]:
-            raise ArtifactError(f"{path} does not match the checksum it was saved with: the file is damaged. "
-                                f"Rebuild the artifact (or copy it again).")
+            raise ArtifactError(f"{path} is missing from {directory} (it is listed in {CHECKSUMS_FILE}): it was "
+                                f"deleted, or the artifact was copied incompletely. {rebuild_hint(directory)}.")
+        if path.stat().st_size != size:
+            raise ArtifactError(f"{path} has {path.stat().st_size} bytes but was saved with {size}: it is truncated "
+                                f"or overwritten. {rebuild_hint(directory)}.")
+        if _sha256(path) != sha256:
+            raise ArtifactError(f"{path} does not match the checksum it was saved with: the file is damaged or was "
+                                f"edited. {rebuild_hint(directory)}.")
+    if META_FILE in wanted:  # a manifest that lists structret.json lists every file of its artifact
+        for path in _files(directory):
+            if path.relative_to(directory).as_posix() not in wanted:
+                hint = rebuild_hint(directory)
+                raise ArtifactError(f"{path} is not listed in {file}: it was put there after {directory} was "
+                                    f"saved, so nothing vouches for it. Remove it if it does not belong there; "
+                                    f"otherwise {hint[:1].lower()}{hint[1:]}.")
+
+
+def _refuse_if_not_an_artifact(directory: Path) -> None:
+    if not (directory / META_FILE).is_file() and not (directory / CHECKSUMS_FILE).is_file():
+        raise ArtifactError(f"{directory} is not a structret artifact: {META_FILE} is missing. "
+                            f"Was it written by 'structret index', 'structret encode' or 'structret train'?")
 
 
 def write_meta(directory: str | os.PathLike, meta: dict[str, Any]) -> None:
@@ -158,15 +273,14 @@ def write_meta(directory: str | os.PathLike, meta: dict[str, Any]) -> None:
         json.dump(meta, f, indent=2, sort_keys=True)
 
 
-def read_meta(directory: str | os.PathLike, **expected: Any) -> dict[str, Any]:
-    """Read ``structret.json`` and check that the given fields have the expected values."""
+def read_meta(directory: str | os.PathLike, *, verify: bool = True, **expected: Any) -> dict[str, Any]:
+    """Read ``structret.json`` (after verify_checksums) and check that the given fields have
+    the expected values."""
     file = Path(directory) / META_FILE
-    if not file.is_file():
-        raise ArtifactError(
-            f"{directory} is not a structret artifact: {META_FILE} is missing. "
-            f"Was it written by 'structret index' or 'structret encode'?"
-        )
-    verify_checksums(directory)
+    _refuse_if_not_an_artifact(Path(directory))
+    verify_checksums(directory, verify=verify)
+    if not file.is_file():  # an older manifest did not list it; or verify=False
+        raise ArtifactError(f"{file} is missing; {directory} is incomplete. {rebuild_hint(directory)}.")
     try:
         meta = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

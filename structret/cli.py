@@ -233,13 +233,13 @@ def _read(data, split, data_options, *, need=("documents",)):
     return dataset
 
 
-def _backbone(backbone, model, options=()):
+def _backbone(backbone, model, options=(), verify=True):
     """The encoder, and how it reads records (a trained run's text_format, else ``text()``)."""
     from structret.data import parse_options
     from structret.linearization import TextFormat
     from structret.retrieval import trained_model
 
-    trained = trained_model(model) if model else None
+    trained = trained_model(model, verify=verify) if model else None
     text_format = TextFormat()
     if trained is not None:  # --model RUN: the backbone the run trained, with its final weights
         backbone, model, recipe = trained
@@ -326,8 +326,11 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
               help="Index option, repeatable (hnsw: M=32, ef_construction=400, ef=200).")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]))
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--no-verify", is_flag=True,
+              help="With --embeddings: index them even if their files do not match their checksums.json (or it "
+                   "is missing); a warning on stderr names each folder not checked. The index may be wrong.")
 def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
-          index_options, metric, out):
+          index_options, metric, out, no_verify):
     """Build a vector index from a dataset or from encoded embeddings.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
@@ -345,9 +348,11 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
 
     if (not embeddings) == (data is None):
         raise click.UsageError("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH")
+    if no_verify and not embeddings:
+        raise click.UsageError("--no-verify skips the checks of --embeddings folders; with --data there are none")
     if embeddings:
         _preflight(index=index_name, index_options=index_options)
-        parts = collect_parts(embeddings)
+        parts = collect_parts(embeddings, verify=not no_verify)
         meta = parts[0].meta
         backbone, model_name, model = meta["backbone"], meta["model"], meta.get("model_override")
         idx = get_registry().create("index", index_name, int(meta["dim"]), metric=metric,
@@ -357,8 +362,10 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
             ids = part.ids()
             idx.add(ids, part.vectors())
             count += len(ids)
-        idx.save(out, meta={"model": model_name, "backbone": backbone, "model_override": model})
-        # the texts travel with the index so 'structret search' can show what it found
+        # "embeddings": what a rebuild starts from, for the messages about a damaged index
+        idx.save(out, meta={"model": model_name, "backbone": backbone, "model_override": model,
+                            "embeddings": [str(e) for e in embeddings]})
+        # the texts travel with the index (listed in its checksums) so 'structret search' can show what it found
         concatenate_texts(parts, out)
         shards = f" from {len(parts)} shards" if len(parts) > 1 else ""
         click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
@@ -384,37 +391,33 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
 @click.argument("queries", nargs=-1, required=True)
 @click.option("-k", default=10, show_default=True, help="How many results per query.")
 @click.option("--lines", default=8, show_default=True, help="Lines of each result's text to show (0: none).")
-def search(index_dir, queries, k, lines):
+@click.option("--no-verify", is_flag=True,
+              help="Search even if the index's files (or its model's) do not match their checksums.json, or it is "
+                   "missing; a warning on stderr names what was not checked. The results may be wrong.")
+def search(index_dir, queries, k, lines, no_verify):
     """Search an index built by 'structret index' and show the top-k texts.
+
+    The index, its texts and a trained model it was built with are checked against their
+    checksums.json first: a missing, damaged or unlisted file is an error that names it.
 
     \b
     Example:
       structret search runs/idx "read a config file" "parse a date" -k 5
     """
-    import gzip
-    import json
-    import zlib
-    from pathlib import Path
-
-    from structret.artifacts import read_meta
+    from structret.artifacts import read_meta, verified
+    from structret.embeddings import read_index_texts
     from structret.indexing import load_index
 
-    meta = read_meta(index_dir)
-    if not meta.get("backbone"):
-        raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
-    encoder, text_format = _backbone(meta["backbone"], meta.get("model_override"))
-    idx = load_index(index_dir, expect_model=encoder.name)
-    texts = {}
-    texts_file = Path(index_dir) / "texts.jsonl.gz"
-    if texts_file.exists():
-        try:
-            with gzip.open(texts_file, "rt", encoding="utf-8") as f:
-                texts = {row["id"]: row["text"] for row in map(json.loads, f)}
-        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
-            # the texts are a convenience beside the index, not part of it: show ids and say so
-            click.echo(f"warning: {texts_file} is damaged ({exc}); showing ids only. Run "
-                       f"'structret index' again to rewrite it.", err=True)
-            texts = {}
+    verify = not no_verify
+    with verified(index_dir, verify=verify):  # checked once, though read three times
+        meta = read_meta(index_dir)
+        if not meta.get("backbone"):
+            raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
+        encoder, text_format = _backbone(meta["backbone"], meta.get("model_override"), verify=verify)
+        idx = load_index(index_dir, expect_model=encoder.name, verify=verify)
+        texts, why_not = read_index_texts(index_dir, verify=verify) if lines else ({}, None)
+    if why_not:
+        click.echo(f"warning: {why_not}", err=True)
     scores, ids = idx.search(encoder.encode([text_format.query(q) for q in queries], kind="query"), k)
     for query, row_scores, row_ids in zip(queries, scores, ids):
         click.secho(f"query: {query}", bold=True)
@@ -509,10 +512,13 @@ def new_model(data, split, data_options, backbone, options, out):
               help="Gradient caching: encode N texts at a time, same gradients as the whole batch, memory of N "
                    "(0 = off); recipe field grad_cache_chunk.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
+@click.option("--no-verify", is_flag=True,
+              help="Use the checkpoint (--resume) or run (--model RUN) even if its files do not match its "
+                   "checksums.json, or it is missing; a warning on stderr names what was not checked.")
 @click.option("--list-recipes", is_flag=True,
               help="List the shipped recipes, each with what it does and the paper table it reproduces, and exit.")
 def train(recipe, objective, backbone, model, backbone_options, data, split, data_options, output, settings,
-          grad_cache_chunk, resume, list_recipes):
+          grad_cache_chunk, resume, no_verify, list_recipes):
     """Continual pretraining or fine-tuning: any objectives on any backbone.
 
     One process on CPU; DDP when started with torchrun or accelerate launch
@@ -556,7 +562,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
     check_plugins(resolved)
     from structret.training import train as run_training  # torch: only once the recipe is known to be sound
 
-    final = run_training(resolved, resume=resume)
+    final = run_training(resolved, resume=resume, verify=not no_verify)
     click.echo(f"trained model: {final}")
 
 

@@ -11,8 +11,9 @@ exactly as one unsharded run would. Layout under ``encode --out DIR``::
 
 Each artifact and each chunk is written atomically with checksums (``atomic_dir``).
 A chunk is reused only if its ids, texts, model and text format are the ones it
-would be encoded from again, so re-running the same command picks up where it
-stopped and a changed corpus is encoded afresh. The ``.chunks`` folder is removed
+would be encoded from again and its files match its checksums.json, so re-running
+the same command picks up where it stopped and a changed corpus (or a damaged or
+unchecked chunk) is encoded afresh. The ``.chunks`` folder is removed
 once its shard is assembled.
 """
 
@@ -24,13 +25,23 @@ import json
 import os
 import re
 import shutil
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from structret.artifacts import META_FILE, atomic_dir, read_meta, write_meta
+from structret.artifacts import (
+    CHECKSUMS_FILE,
+    META_FILE,
+    add_to_checksums,
+    atomic_dir,
+    checksummed,
+    read_meta,
+    rebuild_hint,
+    write_meta,
+)
 from structret.errors import ArtifactError, StructretError
 
 EMBEDDINGS_FILE = "embeddings.npy"
@@ -195,6 +206,39 @@ def write_texts(directory: str | os.PathLike, ids: Sequence[str], texts: Sequenc
         for i, t in zip(ids, texts):
             f.write(json.dumps({"id": i, "text": t}) + "\n")
     os.replace(partial, final)
+    _list_if_saved(directory)
+
+
+def _list_if_saved(directory: str | os.PathLike) -> None:
+    # beside an index its plugin has saved (and sealed with checksums.json), the texts join the
+    # manifest, so a missing or damaged texts file is refused on load like any other file. A kill
+    # before this line leaves the texts unlisted, which a load refuses too. Inside atomic_dir
+    # there is no manifest yet: atomic_dir lists every file when it seals the directory.
+    if (Path(directory) / CHECKSUMS_FILE).is_file():
+        add_to_checksums(directory, TEXTS_FILE)
+
+
+def read_index_texts(directory: str | os.PathLike, *, verify: bool = True) -> tuple[dict[str, str], str | None]:
+    """The texts kept beside an index, by id, for 'structret search' to show; with none to
+    show, also why (a sentence for a warning).
+
+    Call it after the index passed verify_checksums: a texts file the manifest lists is then
+    whole. One it does not list (an index from an older structret) is not read unless
+    ``verify`` is False.
+    """
+    directory = Path(directory)
+    file = directory / TEXTS_FILE
+    if not file.is_file():
+        return {}, (f"{directory} has no {TEXTS_FILE} (an index saved from Python, or 'structret index' was "
+                    f"interrupted before writing it): showing ids only.")
+    if verify and not checksummed(directory, TEXTS_FILE):
+        return {}, (f"{file} is not listed in {CHECKSUMS_FILE} (the index was built by an older structret), so "
+                    f"nothing vouches for it: showing ids only. To see texts: {rebuild_hint(directory)}.")
+    try:
+        with gzip.open(file, "rt", encoding="utf-8") as f:
+            return {row["id"]: row["text"] for row in map(json.loads, f)}, None
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
+        return {}, f"{file} is damaged ({exc}); showing ids only. To rewrite it: {rebuild_hint(directory)}."
 
 
 # --- reading them back for an index ---------------------------------------------------------
@@ -212,12 +256,13 @@ class Part:
         return np.load(self.path / EMBEDDINGS_FILE, mmap_mode="r", allow_pickle=False)
 
 
-def collect_parts(paths: Sequence[str | os.PathLike], *, what: str = "documents") -> list[Part]:
+def collect_parts(paths: Sequence[str | os.PathLike], *, what: str = "documents", verify: bool = True) -> list[Part]:
     """The embeddings to index, in corpus order: one unsharded artifact, or every shard of one corpus.
 
     Each path is an artifact or a folder of ``shard-I-of-N`` artifacts (``encode --out``).
     All N shards must be present once, with the same model, text format and corpus;
-    otherwise ArtifactError says which are missing or disagree and what to run.
+    otherwise ArtifactError says which are missing or disagree and what to run. Each one's
+    files must match its checksums.json, unless ``verify`` is False (a warning says so).
     """
     parts: list[Part] = []
     unfinished: list[str] = []
@@ -229,7 +274,7 @@ def collect_parts(paths: Sequence[str | os.PathLike], *, what: str = "documents"
             if shards:  # an unsharded run and later shards into the same --out: which one was meant?
                 raise ArtifactError(f"{path} holds whole-corpus embeddings and also {len(shards)} shard folders "
                                     f"({shards[0].name}, ...); move one of them elsewhere and index that.")
-            parts.append(Part(path, read_meta(path, artifact="embeddings", what=what)))
+            parts.append(Part(path, read_meta(path, artifact="embeddings", what=what, verify=verify)))
             continue
         unfinished += [_describe_unfinished(p) for p in sorted(path.glob("shard-*-of-*" + CHUNKS_SUFFIX))]
         incomplete = [p for p in shards if not (p / META_FILE).is_file()]
@@ -241,7 +286,7 @@ def collect_parts(paths: Sequence[str | os.PathLike], *, what: str = "documents"
                 f"{path} holds neither embeddings ({META_FILE}) nor encode shards (shard-I-of-N folders). "
                 f"Give the --out folder of 'structret encode'."
             )
-        parts += [Part(p, read_meta(p, artifact="embeddings", what=what)) for p in shards]
+        parts += [Part(p, read_meta(p, artifact="embeddings", what=what, verify=verify)) for p in shards]
 
     whole = [p for p in parts if "shard" not in p.meta]
     if whole and len(paths) == 1 and len(parts) == 1:
@@ -316,4 +361,5 @@ def concatenate_texts(parts: Sequence[Part], out: str | os.PathLike) -> bool:
             with open(file, "rb") as source:
                 shutil.copyfileobj(source, sink)
     os.replace(partial, final)
+    _list_if_saved(out)
     return True

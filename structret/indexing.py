@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from structret.artifacts import read_meta
+from structret.artifacts import read_meta, verified
 from structret.errors import ArtifactError, StructretError
 
 if TYPE_CHECKING:
@@ -143,25 +143,29 @@ def _same_model(recorded: str, expected: str) -> bool:
     return False
 
 
-def load_index(path: str | os.PathLike, *, expect_model: str | None = None) -> "Index":
+def load_index(path: str | os.PathLike, *, expect_model: str | None = None, verify: bool = True) -> "Index":
     """Load a saved index of any registered kind.
 
     ``expect_model``: the backbone that will encode the queries; if the index records a
     different one, its vectors are not comparable and this raises ArtifactError.
+    ``verify=False``: load it even if its files do not match checksums.json (a warning on
+    stderr says so); the results may be wrong.
     """
     from structret.registry import get_registry
 
-    meta = read_meta(path)
-    name = meta.get("index")
-    if not isinstance(name, str):
-        raise ArtifactError(f"{Path(path) / 'structret.json'} does not say which index it holds ('index' is missing).")
-    recorded = meta.get("model")
-    # an index saved without a model (from the Python API) cannot be checked
-    if expect_model is not None and recorded is not None and not _same_model(recorded, expect_model):
-        raise ArtifactError(
-            f"the index at {path} was built with vectors from {recorded!r}, but the queries would be "
-            f"encoded with {expect_model!r}; scores between different models mean nothing. Use "
-            f"--model {recorded} for the queries, or rebuild the index with {expect_model!r}."
-        )
-    index_class = get_registry().get("index", name).load()
-    return index_class.load(path)
+    # one check for the whole load: the index class's own load() reads the meta again
+    with verified(path, verify=verify):
+        meta = read_meta(path)
+        name = meta.get("index")
+        if not isinstance(name, str):
+            raise ArtifactError(f"{Path(path) / 'structret.json'} does not say which index it holds ('index' is missing).")
+        recorded = meta.get("model")
+        # an index saved without a model (from the Python API) cannot be checked
+        if expect_model is not None and recorded is not None and not _same_model(recorded, expect_model):
+            raise ArtifactError(
+                f"the index at {path} was built with vectors from {recorded!r}, but the queries would be "
+                f"encoded with {expect_model!r}; scores between different models mean nothing. Use "
+                f"--model {recorded} for the queries, or rebuild the index with {expect_model!r}."
+            )
+        index_class = get_registry().get("index", name).load()
+        return index_class.load(path)

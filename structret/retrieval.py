@@ -71,29 +71,36 @@ class DenseRetriever:
         return self.encode_queries(queries) @ docs.T
 
 
-def trained_model(path: str) -> tuple[str, str, dict] | None:
+def trained_model(path: str, *, verify: bool = True) -> tuple[str, str, dict] | None:
     """(backbone name, model directory, its recipe) for a model ``structret train`` wrote:
-    its run directory (the final model is used) or any checkpoint in it; None otherwise."""
+    its run directory (the final model is used) or any checkpoint in it; None otherwise.
+
+    The model's files must match its checksums.json (ArtifactError otherwise), unless
+    ``verify`` is False, which says so on stderr.
+    """
     import json
     from pathlib import Path
 
-    directory = Path(path)
-    if (directory / "final" / "structret.json").is_file():
-        directory = directory / "final"
-    meta_file = directory / "structret.json"
-    if not meta_file.is_file():
-        return None
-    try:
-        meta = json.loads(meta_file.read_text())
-    except (OSError, ValueError):
-        return None
-    backbone = meta.get("backbone")
-    if not backbone:
-        return None
-    from structret.artifacts import verify_checksums
+    from structret.artifacts import CHECKSUMS_FILE, META_FILE, rebuild_hint, verify_checksums
+    from structret.errors import ArtifactError
 
-    verify_checksums(directory)  # a truncated copy of a model fails here, with a sentence
-    return backbone, str(directory), meta.get("recipe") or {}
+    directory = Path(path)
+    final = directory / "final"
+    if (final / META_FILE).is_file() or (final / CHECKSUMS_FILE).is_file():
+        directory = final
+    if not (directory / META_FILE).is_file() and not (directory / CHECKSUMS_FILE).is_file():
+        return None  # a model directory that structret train did not write, or a hub id
+    try:
+        meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None  # missing or damaged: verify_checksums says which
+    if isinstance(meta, dict) and not meta.get("backbone"):
+        return None  # another structret artifact (an index, embeddings), not a model
+    verify_checksums(directory, verify=verify)  # an incomplete or damaged copy of a model stops here, with a sentence
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{directory / META_FILE} is missing or damaged, so the backbone of the model in "
+                            f"{directory} is unknown. {rebuild_hint(directory)}.")
+    return meta["backbone"], str(directory), meta.get("recipe") or {}
 
 
 def resolve_system(name: str) -> tuple[str, Any]:

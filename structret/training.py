@@ -581,11 +581,14 @@ def _to(batch: Any, device: torch.device) -> Any:
     return batch.to(device) if isinstance(batch, torch.Tensor) else batch
 
 
-def create_backbone(recipe: Recipe, weights: str | Path | None = None) -> Any:
+def create_backbone(recipe: Recipe, weights: str | Path | None = None, *, verify: bool = True) -> Any:
+    """The recipe's backbone with ``weights``, a checkpoint the caller has checked (resume), or
+    else with ``recipe.model``, which may be a run directory or checkpoint: checked here, unless
+    ``verify`` is False."""
     from structret.retrieval import trained_model
 
     model = str(weights) if weights is not None else recipe.model
-    trained = trained_model(model) if model else None
+    trained = trained_model(model, verify=verify) if model and weights is None else None
     if trained is not None:  # --model RUN (or a checkpoint): continue from its saved model
         model = trained[1]
     options = parse_options_field(recipe.backbone_options)
@@ -619,12 +622,13 @@ def make_accelerator(recipe: Recipe) -> Any:
 
 
 def train(recipe: Recipe, *, resume: bool = False,
-          callback: Callable[[int, dict[str, float]], None] | None = None) -> Path:
+          callback: Callable[[int, dict[str, float]], None] | None = None, verify: bool = True) -> Path:
     """Train as ``recipe`` says; return the directory of the final model (``OUTPUT/final``).
 
     ``resume=True`` continues from the newest checkpoint in ``recipe.output`` (or starts
     afresh if there is none). ``callback(step, logs)`` runs after every step, after that
-    step's checkpoint is written.
+    step's checkpoint is written. ``verify=False`` uses the checkpoint, or a run given as
+    ``recipe.model``, even if its files do not match its checksums.json (a warning says so).
     """
     from transformers import get_linear_schedule_with_warmup
 
@@ -645,10 +649,9 @@ def train(recipe: Recipe, *, resume: bool = False,
     if checkpoint is not None:
         _check_resumable(run, recipe)
         try:
-            verify_checksums(checkpoint)
-        except ArtifactError as exc:
-            earlier = f" to resume from {found[-2].name}" if len(found) > 1 else ""
-            raise TrainingError(f"{exc} Delete {checkpoint}{earlier}.") from None
+            verify_checksums(checkpoint, verify=verify)
+        except ArtifactError as exc:  # the message says which checkpoint to delete and what resumes then
+            raise TrainingError(str(exc)) from None
 
     accelerator = make_accelerator(recipe)
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -661,7 +664,7 @@ def train(recipe: Recipe, *, resume: bool = False,
 
     objectives = build_objectives(recipe)
     gradcache.check(objectives, recipe.grad_cache_chunk)
-    backbone = create_backbone(recipe, checkpoint)
+    backbone = create_backbone(recipe, checkpoint, verify=verify)
     base_model = (json.loads((checkpoint / "structret.json").read_text(encoding="utf-8"))["base_model"]
                   if checkpoint is not None else backbone.name)
     for objective, _ in objectives:

@@ -433,6 +433,9 @@ def test_text_format_is_what_training_and_retrieval_both_read(tmp_path, tiny_ber
     shutil.copytree(tiny_bert_dir, final)
     (final / "structret.json").write_text(json.dumps(
         {"backbone": "hf-encoder", "recipe": {"text_format": "aspects", "aspects": "brand,color"}}))
+    from structret.artifacts import write_checksums
+
+    write_checksums(final)  # as 'structret train' seals final/
     retriever = make_retriever(str(tmp_path / "run"), show_progress=False)
     assert retriever.format_document(item) == fmt.document(item)
     assert retriever.format_query(query) == fmt.query(query)

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
 from structret import embeddings
+from structret.artifacts import write_checksums
 from structret.cli import cli
 from structret.embeddings import Shard, parse_shard, shard_from_env
 from structret.errors import StructretError
@@ -91,10 +92,12 @@ def test_missing_and_mismatched_shards_are_named(tmp_path, corpus, tiny_bert_dir
     meta_file = out / "shard-2-of-3" / "structret.json"
     meta = json.loads(meta_file.read_text())
     meta_file.write_text(json.dumps({**meta, "text_format": "product"}))
+    write_checksums(meta_file.parent)  # as a shard encoded with another text format would have them
     output = run("index", "--embeddings", out, "--out", tmp_path / "idx", code=1)
     assert "differ in text_format ('product' vs '')" in output and "shard-2-of-3" in output
 
     meta_file.write_text(json.dumps(meta))
+    write_checksums(meta_file.parent)
     encode(corpus, tiny_bert_dir, out, "--shard", "0/2")  # a stray shard of another split of the corpus
     output = run("index", "--embeddings", out, "--out", tmp_path / "idx", code=1)
     assert "shard-0-of-2 one of 2; encode all shards with the same N" in output

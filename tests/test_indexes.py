@@ -181,6 +181,12 @@ def test_edited_metadata_is_caught(tmp_path, data, cls, field, value):
     meta = json.loads(meta_file.read_text())
     meta[field] = value
     meta_file.write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="structret.json has"):  # checksums.json covers structret.json
+        cls.load(tmp_path / "idx")
+    # the fields are checked too: for indexes whose checksums do not cover structret.json (older structret)
+    from structret.artifacts import write_checksums
+
+    write_checksums(tmp_path / "idx")
     with pytest.raises(ArtifactError, match=str(value)):
         cls.load(tmp_path / "idx")
 

@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
+from structret.artifacts import write_checksums
 from structret.cli import cli
 
 SOURCE = {
@@ -95,17 +96,21 @@ def test_encode_takes_backbone_options(tmp_path, mined, tiny_bert_dir):
     assert result.exit_code == 1 and "fp8" in result.output and "Traceback" not in result.output
 
 
-def test_a_damaged_texts_file_costs_the_texts_not_the_search(tmp_path, mined, tiny_bert_dir):
+def test_a_damaged_texts_file_is_refused_or_costs_the_texts_with_no_verify(tmp_path, mined, tiny_bert_dir):
     idx = tmp_path / "idx"
     run("index", "--data", f"codesearchnet:{mined}", "--backbone", "hf-encoder", "--model", tiny_bert_dir,
         "--index", "flat", "--out", idx)
     texts = idx / "texts.jsonl.gz"
     assert not list(idx.glob("*.part"))  # written under a temporary name, then renamed
-    texts.write_bytes(texts.read_bytes()[: texts.stat().st_size // 2])  # as a kill mid-copy would leave it
+    texts.write_bytes(texts.read_bytes()[: texts.stat().st_size // 2])  # a truncated copy
+    # the texts are part of the index (listed in its checksums.json): damaged, they stop the search
     result = CliRunner().invoke(cli, ["search", str(idx), "send an email", "-k", "3", "--lines", "1"])
+    assert result.exit_code == 1 and "texts.jsonl.gz has" in result.output and "structret index" in result.output
+    # unless the user asks for no checks: then ids only, and stderr says why
+    result = CliRunner().invoke(cli, ["search", str(idx), "send an email", "-k", "3", "--lines", "1", "--no-verify"])
     assert result.exit_code == 0, result.output
-    assert "is damaged" in result.output and "structret index" in result.output
-    assert sum(line.strip()[:3] in ("1. ", "2. ", "3. ") for line in result.output.splitlines()) == 3
+    assert "is damaged" in result.stderr and "structret index" in result.stderr and "--no-verify" in result.stderr
+    assert sum(line.strip()[:3] in ("1. ", "2. ", "3. ") for line in result.stdout.splitlines()) == 3
 
 
 def test_search_refuses_an_index_of_another_model(tmp_path, mined, tiny_bert_dir):
@@ -116,6 +121,7 @@ def test_search_refuses_an_index_of_another_model(tmp_path, mined, tiny_bert_dir
     meta = json.loads(meta_file.read_text())
     meta["model"] = "some/other-model"
     meta_file.write_text(json.dumps(meta))
+    write_checksums(idx)  # as an index built with vectors of another model would have them
     result = CliRunner().invoke(cli, ["search", str(idx), "anything"])
     assert result.exit_code == 1 and "other-model" in result.output and "Traceback" not in result.output
 

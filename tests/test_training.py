@@ -554,9 +554,12 @@ def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_
 
     from structret.retrieval import DenseRetriever, make_retriever, trained_model
 
+    from structret.artifacts import write_checksums
+
     final = tmp_path / "run" / "final"
     shutil.copytree(tiny_bert_dir, final)
     (final / "structret.json").write_text('{"backbone": "hf-encoder"}')
+    write_checksums(final)  # as 'structret train' seals final/; without it the model is refused
     assert trained_model(str(tmp_path / "run")) == ("hf-encoder", str(final), {})
     assert trained_model(str(final)) == ("hf-encoder", str(final), {})
     assert trained_model(str(tmp_path)) is None
