@@ -127,11 +127,11 @@ def run_structret(data: Path, out: Path, steps: int, hand: "HandLoop | None", re
 
 
 def make_recipe(data: Path, out: Path, steps: int):
-    from structret.recipes import Recipe
+    from structret.recipes import Recipe, resolve_recipe
 
-    return Recipe(objective="sda", backbone="minilm", similarity="cos", temperature=1 / SCALE, lr=LR,
+    return resolve_recipe(None, dict(objective="sda", backbone="minilm", similarity="cos", temperature=1 / SCALE, lr=LR,
                   batch_size=BATCH, max_steps=steps, query_max_len=MAX_LEN, passage_max_len=MAX_LEN,
-                  checkpoint_every=0, log_every=steps, data=f"tevatron:{data}", output=str(out))
+                  checkpoint_every=0, log_every=steps, data=f"tevatron:{data}", output=str(out)))
 
 
 def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int,

@@ -16,7 +16,8 @@ from structret.registry import KINDS, PluginWarning, get_registry
 
 
 def _show_plugin_warning(message, category, filename, lineno, file=None, line=None):
-    if issubclass(category, PluginWarning):
+    # plugin and recipe warnings are sentences for the user, not a developer's source location
+    if issubclass(category, PluginWarning) or category.__name__ == "RecipeWarning":
         click.echo(f"warning: {message}", err=True)
     else:
         _default_showwarning(message, category, filename, lineno, file, line)
@@ -58,14 +59,21 @@ def main():
 
 @cli.command()
 @click.option("--kind", type=click.Choice(sorted(KINDS)), help="Only plugins of this kind.")
-def plugins(kind):
-    """List every plugin: name, kind, distribution and help.
+@click.option("--options", "options_of", metavar="NAME",
+              help="Print one plugin's options: type, default and what each does (how to set them below).")
+def plugins(kind, options_of):
+    """List every plugin: name, kind, distribution and help; or one plugin's options.
 
     \b
-    Example:
+    Examples:
       structret plugins --kind backbone
+      structret plugins --options mep
+      structret train --recipe santa-code --set mep.extractor=tree-sitter ...   # set one
     """
     registry = get_registry()
+    if options_of:
+        click.echo(_options_text(registry, options_of, kind))
+        return
     entries = [e for e in registry.all() if kind is None or e.kind == kind]
     rows = [("kind", "name", "distribution", "help")]
     for e in entries:
@@ -76,6 +84,43 @@ def plugins(kind):
         click.echo("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
     for b in registry.broken:
         click.echo(f"not loaded: plugin '{b.plugin}' from '{b.distribution}': {b.error}", err=True)
+
+
+def _options_text(registry, name, kind=None):
+    from structret.options import describe
+
+    if kind:
+        registry.get(kind, name)  # unknown: lists that kind's names
+    kinds = [kind] if kind else [k for k in KINDS if registry.has(k, name)]
+    if not kinds:
+        import difflib
+
+        close = difflib.get_close_matches(name, sorted({e.name for e in registry.all()}), n=1)
+        raise StructretError(f"no plugin is named '{name}'.{f' Did you mean {close[0]!r}?' if close else ''} "
+                             f"'structret plugins' lists them all.")
+    blocks = []
+    for k in kinds:
+        entry = registry.get(k, name)
+        model = entry.options_model()
+        head = f"{entry.kind} {entry.name} (distribution {entry.distribution})"
+        if model is None:
+            blocks.append(f"{head}: takes **options and checks them itself; its documentation lists them.")
+            continue
+        infos = describe(model)
+        lines = [head + (":" if infos else ": no options")]
+        for o in infos:
+            default = "required" if o.required else f"default {o.default!r}"
+            lines.append(f"  {o.name}  ({o.type}, {default})")
+            if o.doc:
+                lines.append(f"      {o.doc}")
+        if infos and k in ("objective", "backbone", "linearizer", "dataset"):
+            lines.append(f"In a run: a recipe's [{entry.name}] table, or --set {entry.name}.{infos[0].name}=VALUE")
+        elif infos:
+            lines.append("Given as KEY=VALUE where a command names this plugin (--index-option, --option, ...)")
+        if infos and entry.options is None:
+            lines.append("(read off the factory's signature: the plugin declares no options model)")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 # --- mine ----------------------------------------------------------------------------
@@ -243,7 +288,7 @@ def _backbone(backbone, model, options=(), verify=True):
     text_format = TextFormat()
     if trained is not None:  # --model RUN: the backbone the run trained, with its final weights
         backbone, model, recipe = trained
-        text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
+        text_format = TextFormat.of_recipe(recipe)
     options = {**parse_options(options), **({"model": model} if model else {})}
     return get_registry().create("backbone", backbone, **options), text_format
 
@@ -297,7 +342,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
     texts = [form(records[i]) for i in ids]
     kind = "query" if what == "queries" else "document"
     meta = {"what": what, "backbone": backbone, "model": encoder.name, "model_override": model,
-            "backbone_options": sorted(backbone_options), "data": data, "split": split, "text_format": text_format.name, "aspects": text_format.aspects,
+            "backbone_options": sorted(backbone_options), "data": data, "split": split, "text_format": text_format.name, "text_format_options": text_format.options,
             "corpus": {"count": len(all_ids), "ids_sha256": fingerprint(all_ids)}}
     if chosen is not None:
         meta.update(shard=[chosen.index, chosen.count], rows=[start, end])
@@ -551,7 +596,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
         key, sep, value = pair.partition("=")
         if not sep:
             raise click.UsageError(f"--set {pair!r} is not FIELD=VALUE (for example --set lr=2e-5)")
-        overrides[key.strip().replace("-", "_")] = value.strip()
+        overrides[key.strip()] = value.strip()  # resolve_recipe reads dashes; plugin names keep theirs
     if backbone_options:
         overrides["backbone_options"] = ",".join(backbone_options)
     if data_options:

@@ -52,7 +52,7 @@ DEFAULT_CHUNK_ROWS = 10_000
 _SHARD_DIR = re.compile(r"shard-(\d+)-of-(\d+)")
 # what must agree between the shards of one index (and between a chunk and its re-run)
 # backbone_options: dtype, pooling, max_length... change the vectors, so they key reuse too
-_SAME = ("what", "backbone", "model", "model_override", "backbone_options", "text_format", "aspects", "corpus")
+_SAME = ("what", "backbone", "model", "model_override", "backbone_options", "text_format", "text_format_options", "corpus")
 
 
 @dataclass(frozen=True)

@@ -128,19 +128,13 @@ class TextFormat:
     it, so a model is always evaluated on the form it was trained on.
     """
 
-    def __init__(self, name: str = "", aspects: str = ""):
-        import inspect
-
-        self.name, self.aspects = name, aspects
+    def __init__(self, name: str = "", options: dict | None = None):
+        self.name, self.options = name, dict(options or {})
         self.linearizer = None
         self.fallbacks = 0  # records the linearizer could not write, given as their own text()
         if not name:
             return
-        registry = get_registry()
-        factory = registry.get("linearizer", name).load()
-        wanted = [a.strip() for a in aspects.split(",") if a.strip()]
-        options = {"aspects": wanted} if wanted and "aspects" in inspect.signature(factory).parameters else {}
-        self.linearizer = registry.create("linearizer", name, **options)
+        self.linearizer = get_registry().create("linearizer", name, **self.options)
         if not callable(getattr(self.linearizer, "text", None)):
             raise PluginError(f"text_format '{name}': that linearizer makes token sequences for a structure-aware "
                               f"encoder, not text (it has no text(record)); use product or aspects, or leave it empty.")
@@ -162,5 +156,20 @@ class TextFormat:
             self.fallbacks += 1
         return query if isinstance(query, str) else query.text
 
+    @classmethod
+    def of_recipe(cls, recipe: dict) -> "TextFormat":
+        """The text format a run trained with, from its recipe (``structret.json``'s ``recipe``):
+        the linearizer's table, or for a run written before plugin tables, the top-level fields
+        that are options of that linearizer."""
+        name = recipe.get("text_format") or ""
+        if not name:
+            return cls()
+        options = (recipe.get("plugins") or {}).get(name)
+        if options is None:
+            model = get_registry().get("linearizer", name).options_model()
+            names = model.model_fields if model is not None else {}
+            options = {k: v for k, v in recipe.items() if k in names and v not in ("", None)}
+        return cls(name, options)
+
     def __repr__(self) -> str:
-        return f"TextFormat({self.name or 'text()'!r}, aspects={self.aspects!r})"
+        return f"TextFormat({self.name or 'text()'!r}, {self.options!r})"

@@ -1,32 +1,49 @@
-"""Recipes: a training run's every setting in one flat TOML table.
+"""Recipes: a training run's every setting, core fields plus one table per plugin.
 
-The packaged presets (``structret/recipes/*.toml``) reproduce the papers' pipelines;
-a file path works the same way. Resolution order: the ``Recipe`` defaults, then the
-preset or file, then overrides (the CLI flags). A run writes the resolved recipe to
-``RUN/recipe.toml`` so it can be read back, resumed, or rerun exactly.
+```toml
+objective = "sda+mep"          # core: what every run has (data, backbone, objectives,
+backbone = "codet5-base"       # optimizer, schedule, lengths, checkpoints, seed)
+lr = 5e-5
 
-This module imports only the standard library, so ``structret --help`` stays fast.
+[mep]                          # a plugin's own options, in a table named after it
+extractor = "tree-sitter"
+
+[codet5-base]
+max_length = 512
+```
+
+The packaged presets (``structret/recipes/*.toml``) reproduce the papers' pipelines; a file
+path works the same way. Resolution: the defaults, then the preset or file, then overrides
+(``--set``, the Python API). An override names a core field (``lr=1e-4``), one plugin's
+option (``mep.extractor=tree-sitter``), or an option alone (``temperature=0.05``: every
+plugin of this run that has it). A plugin's options are its own (``structret.options``):
+core checks them against the model the plugin declares and knows none of them.
+
+The resolved recipe holds every option of every plugin the run uses (its objectives,
+backbone, text format and data reader), defaults filled in. A run writes it to
+``RUN/recipe.toml`` so it can be read back, resumed (a changed option is refused as a changed
+core field is) or rerun exactly. Recipes written before plugin tables existed (every option
+a top-level field) still load: each such key goes to the plugins of the run that have it,
+with a warning saying where to write it now.
+
+This module imports only the standard library, pydantic and tomli-w, so the CLI refuses a
+bad recipe in well under a second.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import json
 import math
 import os
-import typing
-from dataclasses import dataclass, fields
+import warnings
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomllib
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from structret.errors import StructretError
-
-SIMILARITIES = ("dot", "cos")
-DTYPES = ("fp32", "bf16")
+from structret.errors import PluginError, StructretError
 
 
 class RecipeError(StructretError, ValueError):
@@ -37,68 +54,105 @@ class ObjectiveError(StructretError, ValueError):
     """An objective spec is malformed, or an objective cannot run on the chosen backbone."""
 
 
-@dataclass
-class Recipe:
-    """Every setting of a training run. CLI flags map one to one onto these fields."""
+class RecipeWarning(UserWarning):
+    """A recipe setting that is not used, or written the old way; the run goes ahead."""
 
-    name: str = ""                    # the preset or file it came from (informational)
-    description: str = ""             # one line for --list-recipes (informational)
-    reproduces: str = ""              # the paper, table and row it reproduces, or "none: ..." (informational)
-    objective: str = "sda"            # "sda+mep", weights as "sda+0.5*mep"
-    backbone: str = "minilm"          # a registered backbone
-    model: str | None = None          # hub id or local path overriding the backbone's weights
-    backbone_options: str = ""        # factory options, "informed_layers=1,strict=false" (--backbone-option)
-    data: str = ""                    # FORMAT:PATH (a registered reader) or tevatron:PATH
+
+class Recipe(BaseModel):
+    """Every setting of a training run: the core fields below, and ``plugins``, the options of
+    each plugin the run uses, keyed by plugin name (a recipe's ``[name]`` tables)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+    name: str = ""
+    """The preset or file it came from (informational)."""
+    description: str = ""
+    """One line for --list-recipes (informational)."""
+    reproduces: str = ""
+    """The paper, table and row it reproduces, or "none: ..." (informational)."""
+    objective: str = "sda"
+    """Objectives joined by '+', with weights: "sda+mep", "sda+0.5*mep"."""
+    backbone: str = "minilm"
+    """A registered backbone."""
+    model: str | None = None
+    """Hub id, local path or run directory overriding the backbone's weights."""
+    text_format: str = ""
+    """How records become text: "" = each record's text(), else a linearizer with text() (product, aspects)."""
+    data: str = ""
+    """FORMAT:PATH of a registered reader."""
     split: str | None = "train"
-    data_options: str = ""            # reader options, "locale=us,categories=cats.jsonl" (--data-option)
-    output: str = ""                  # the run directory
-    seed: int = 42
-    lr: float = 5e-5
-    batch_size: int = 32              # global: summed over processes
-    epochs: int = 1
-    max_steps: int = 0                # > 0: train this many steps instead of `epochs`
-    warmup: float = 0.1               # fraction of the steps with a linear warm-up
-    weight_decay: float = 0.0         # Hugging Face Trainer's default, which SANTA's OpenMatch runs used
-    max_grad_norm: float = 1.0        # clip threshold (0 = off); HF Trainer's default, as above
-    grad_cache_chunk: int = 0         # GradCache: encode N texts at a time, same gradients, less memory (0 = off)
-    dtype: str = "fp32"               # "bf16" = autocast; off by default, CPUs without bf16 get slower
-    query_max_len: int = 50
-    passage_max_len: int = 240
-    label_max_len: int = 35           # target tokens of seq2seq corruption (MEP labels)
-    negatives: int = 0                # hard negatives per query (dr on Tevatron-format data)
-    similarity: str = "dot"           # "dot" (SANTA: raw dot product) or "cos"
-    temperature: float = 1.0          # scores are divided by it; SANTA uses none (1.0)
-    extractor: str = "auto"           # mep entities: auto = python-tokenize / tree-sitter / title-overlap
-    noise_density: float = 0.15       # span-mask: fraction of tokens corrupted (T5's setting)
-    mean_span_length: float = 3.0     # span-mask: mean corrupted span (T5's setting)
-    text_format: str = ""             # "" = each record's text(); "product" (SANTA), "aspects" (ATTEMPT)
-    # products (ATTEMPT and its baselines)
-    aspects: str = ""                 # aspect names, "brand,color" ("" = the objective's default)
-    mlm_input: str = "content"        # mlm: "content" (BIBERT) or "aspects" (BIBERT-C: indicators + aspect text)
-    content_mask_ratio: float = 0.15  # item content masked by aspect-mlm / mlm
-    query_mask_ratio: float = 0.3     # query content (shorter, so masked more; ATTEMPT §4.3)
-    aspect_mask_ratio: float | None = None  # aspect text: None = aspect-mlm's 0.6, mlm's content ratio
-    mutual_weight: float = 1.0        # aspect-mlm: lambda of a2c + c2a (ATTEMPT Eq. 4)
-    checkpoint_every: int = 500       # steps between checkpoints (0 = only the final model)
-    keep_checkpoints: int = 2         # newest checkpoints kept (0 = keep all)
-    log_every: int = 10               # steps between metrics lines
+    """The split to train on."""
+    output: str = ""
+    """The run directory."""
+    seed: int = Field(42, ge=0)
+    lr: float = Field(5e-5, gt=0)
+    batch_size: int = Field(32, gt=0)
+    """Global: summed over processes."""
+    epochs: int = Field(1, ge=0)
+    max_steps: int = Field(0, ge=0)
+    """> 0: train this many steps instead of `epochs`."""
+    warmup: float = Field(0.1, ge=0, lt=1)
+    """Fraction of the steps with a linear warm-up."""
+    weight_decay: float = Field(0.0, ge=0)
+    """Hugging Face Trainer's default, which SANTA's OpenMatch runs used."""
+    max_grad_norm: float = Field(1.0, ge=0)
+    """Clip threshold (0 = off); HF Trainer's default, as above."""
+    grad_cache_chunk: int = Field(0, ge=0)
+    """GradCache: encode N texts at a time, same gradients, less memory (0 = off)."""
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    """bf16 = autocast; off by default, CPUs without bf16 get slower."""
+    query_max_len: int = Field(50, gt=0)
+    passage_max_len: int = Field(240, gt=0)
+    label_max_len: int = Field(35, gt=0)
+    """Target tokens of a seq2seq corruption objective's labels."""
+    negatives: int = Field(0, ge=0)
+    """Hard negatives per query (on data that carries them)."""
+    checkpoint_every: int = Field(500, ge=0)
+    """Steps between checkpoints (0 = only the final model)."""
+    keep_checkpoints: int = Field(2, ge=0)
+    """Newest checkpoints kept (0 = keep all)."""
+    log_every: int = Field(10, ge=1)
+    """Steps between metrics lines."""
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each used plugin's options, every option with its value: {"mep": {"extractor": "auto"}}."""
+
+    @field_validator("model", "split", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value  # TOML has no null: written as "", read back as None
+
+    @model_validator(mode="after")
+    def _some_steps(self) -> Recipe:
+        if self.epochs == 0 and self.max_steps == 0:
+            raise ValueError("epochs and max_steps are both 0: set one of them")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()
+
+    def options(self, plugin: str) -> dict[str, Any]:
+        """The options of one plugin of this run (empty for one that has none)."""
+        return dict(self.plugins.get(plugin, {}))
+
+
+CORE_FIELDS = tuple(name for name in Recipe.model_fields if name != "plugins")
+# settings that used to be core fields and are now plugin options: still read, with a warning
+_SLOT_FIELDS = {"backbone_options": "backbone", "data_options": "dataset"}
+
+
+def recipe_fields() -> list[str]:
+    return list(CORE_FIELDS)
 
 
 def parse_options_field(text: str) -> dict[str, Any]:
-    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (backbone_options, data_options)."""
+    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (the old
+    backbone_options and data_options strings)."""
     from structret.data import parse_options
 
     try:
         return parse_options([part for part in text.split(",") if part.strip()])
     except StructretError as exc:
         raise RecipeError(f"options {text!r}: {exc}; write KEY=VALUE pairs joined by commas") from None
-
-
-def recipe_fields() -> list[str]:
-    return [f.name for f in fields(Recipe)]
 
 
 # --- objectives ------------------------------------------------------------------------
@@ -135,26 +189,48 @@ def parse_objectives(spec: str) -> list[tuple[str, float]]:
     return parsed
 
 
-def check_plugins(recipe: Recipe) -> None:
-    """Raise before any work if the recipe names a plugin that is not installed (objective,
-    backbone, data format, extractor, text format) or gives its backbone an option it does not
-    take. Names cost nothing; the backbone's options import its module."""
+def run_plugins(values: dict[str, Any]) -> dict[str, Any]:
+    """The plugins a run with these core values uses, by primary name: its objectives, its
+    backbone, its text format (a linearizer) and the reader of its data. Unknown names raise."""
     from structret.data import parse_data_spec
     from structret.registry import get_registry
 
     registry = get_registry()
-    parse_objectives(recipe.objective)
-    registry.check("backbone", recipe.backbone)
-    # "tevatron:" training lines are read by the trainer itself, not by a registered reader
-    if recipe.data and recipe.data.partition(":")[0] != "tevatron":
-        registry.check("dataset", parse_data_spec(recipe.data)[0])
-    if recipe.extractor != "auto":
-        registry.check("extractor", recipe.extractor)
-    if recipe.text_format:
-        registry.check("linearizer", recipe.text_format)
-    options = parse_options_field(recipe.backbone_options)
-    if options:
-        registry.check("backbone", recipe.backbone, options)
+    slots = [("objective", name) for name, _ in parse_objectives(values.get("objective") or "")]
+    slots.append(("backbone", values.get("backbone") or Recipe.model_fields["backbone"].default))
+    if values.get("text_format"):
+        slots.append(("linearizer", values["text_format"]))
+    if values.get("data"):
+        fmt = parse_data_spec(values["data"])[0]
+        if fmt != "tevatron" or registry.has("dataset", fmt):  # until the Tevatron reader is a plugin
+            slots.append(("dataset", fmt))
+    used: dict[str, Any] = {}
+    for kind, name in slots:
+        entry = registry.get(kind, name)
+        other = used.get(entry.name)
+        if other is not None and other.kind != kind:
+            raise RecipeError(f"this run uses two plugins named '{entry.name}' ({other.kind} and {kind}), so a "
+                              f"[{entry.name}] table would be ambiguous; uninstall one or pick another {kind}.")
+        if entry.name in CORE_FIELDS:
+            raise RecipeError(f"{kind} '{entry.name}' has the name of a recipe field, so its options cannot be "
+                              f"written as a table; this is a bug in its plugin, report it to its authors.")
+        used[entry.name] = entry
+    return used
+
+
+def check_plugins(recipe: Recipe) -> None:
+    """Raise before any work if the recipe names a plugin that is not installed or gives one an
+    option it does not have (resolve_recipe has done both; this re-checks a Recipe built another way)."""
+    used = run_plugins(recipe.to_dict())
+    for name, options in recipe.plugins.items():
+        if name not in used:
+            raise RecipeError(f"the recipe has options for '{name}', which this run does not use "
+                              f"({_used_text(used)})")
+        used[name].validate_options(options)
+
+
+def _used_text(used: dict[str, Any]) -> str:
+    return ", ".join(f"{e.kind} {name}" for name, e in used.items())
 
 
 # --- presets and files -----------------------------------------------------------------
@@ -168,14 +244,9 @@ def list_recipes() -> list[str]:
 
 def _read_toml(text: str, where: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{where}: not valid TOML ({exc})") from None
-    tables = [key for key, value in data.items() if isinstance(value, dict)]
-    if tables:
-        raise RecipeError(f"{where}: recipes are one flat table, but [{tables[0]}] is a sub-table; "
-                          f"write its settings at the top level")
-    return data
 
 
 def load_recipe_values(name_or_path: str) -> tuple[dict[str, Any], str]:
@@ -197,119 +268,169 @@ def load_recipe_values(name_or_path: str) -> tuple[dict[str, Any], str]:
     return _read_toml(text, f"recipe '{name_or_path}'"), name_or_path
 
 
-def _unknown_field(key: str, where: str) -> RecipeError:
-    names = recipe_fields()
-    close = difflib.get_close_matches(key, names, n=1)
+def _unknown_field(key: str, where: str, used: dict[str, Any]) -> RecipeError:
+    names = list(CORE_FIELDS)
+    options = [f"{name}.{option}" for name, entry in used.items() for option in _option_names(entry)]
+    close = difflib.get_close_matches(key, names + [o.partition(".")[2] for o in options], n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    return RecipeError(f"{where}: unknown recipe field '{key}'.{hint} Fields: {', '.join(names)}.")
+    plugin_part = (f" Options of this run's plugins ({_used_text(used)}): {', '.join(options)}."
+                   if options else f" This run's plugins ({_used_text(used)}) have no options.")
+    return RecipeError(f"{where}: unknown recipe field '{key}'.{hint} Fields: {', '.join(names)}.{plugin_part} "
+                       f"A plugin's option is set as NAME.OPTION, e.g. --set mep.extractor=tree-sitter.")
 
 
-def _convert(key: str, value: Any, where: str) -> Any:
-    """``value`` as the field's type; strings (``--set lr=1e-4``) are parsed."""
-    hint = typing.get_type_hints(Recipe)[key]
-    optional = type(None) in typing.get_args(hint)
-    base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
-    if optional and (value is None or value == ""):
-        return None  # TOML has no null: written as "", read back as None
-    if value is None:
-        raise RecipeError(f"{where}: {key} cannot be empty")
-    if isinstance(value, str) and base is not str:
-        text = value.strip()
-        if base is bool:
-            value = {"true": True, "false": False}.get(text.lower(), text)
+def _option_names(entry: Any) -> list[str]:
+    try:
+        model = entry.options_model()
+    except PluginError:
+        return []
+    return list(model.model_fields) if model is not None else []
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, RecipeWarning, stacklevel=4)
+
+
+def _core(values: dict[str, Any], where: str) -> Recipe:
+    try:
+        return Recipe(**values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(p) for p in error["loc"])
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(f"{key}={values.get(key)!r}: {message}" if key else message)
+        raise RecipeError(f"{where}: {'; '.join(problems)}") from None
+
+
+class _Settings:
+    """What a recipe file and the overrides say, in the order said (a later one wins), before
+    the run's plugins are known."""
+
+    def __init__(self) -> None:
+        self.core: dict[str, Any] = {}
+        # ("table", plugin, options, where, given as an override) | ("loose", option, value, where, old style)
+        # | ("slot", kind, options, where, old style)
+        self.items: list[tuple[str, str, Any, str, bool]] = []
+
+    def add(self, key: str, value: Any, where: str, *, from_file: bool) -> None:
+        if isinstance(value, dict) and key == "plugins":  # a resolved recipe's to_dict(): like a file's tables
+            for name, table in value.items():
+                self.items.append(("table", name, dict(table), where, False))
+        elif isinstance(value, dict):  # [name] table
+            self.items.append(("table", key, dict(value), where, not from_file))
+        elif "." in key:  # name.option
+            name, _, option = key.partition(".")
+            self.items.append(("table", name, {option.replace("-", "_"): value}, where, True))
         else:
-            try:
-                value = base(text)
-            except ValueError:
-                raise RecipeError(f"{where}: {key}={value!r} is not {'an integer' if base is int else 'a number'}") from None
-    if base is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if base is int and isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, base) or (base is not bool and isinstance(value, bool)):
-        raise RecipeError(f"{where}: {key} must be {base.__name__}, got {value!r}")
-    return value
+            key = key.replace("-", "_")
+            if key in CORE_FIELDS:
+                self.core[key] = value
+            elif key in _SLOT_FIELDS:
+                options = parse_options_field(value) if isinstance(value, str) else dict(value)
+                self.items.append(("slot", _SLOT_FIELDS[key], options, where, from_file))
+            else:
+                self.items.append(("loose", key, value, where, from_file))
 
 
-def _validate(recipe: Recipe) -> None:
-    positive = ("lr", "batch_size", "query_max_len", "passage_max_len", "label_max_len",
-                "temperature", "mean_span_length")
-    for key in positive:
-        if not getattr(recipe, key) > 0:
-            raise RecipeError(f"{key} must be positive, got {getattr(recipe, key)}")
-    at_least_zero = ("epochs", "max_steps", "weight_decay", "max_grad_norm", "grad_cache_chunk", "negatives",
-                     "checkpoint_every", "keep_checkpoints", "seed")
-    for key in at_least_zero:
-        if getattr(recipe, key) < 0:
-            raise RecipeError(f"{key} cannot be negative, got {getattr(recipe, key)}")
-    if recipe.epochs == 0 and recipe.max_steps == 0:
-        raise RecipeError("epochs and max_steps are both 0: set one of them")
-    if recipe.log_every < 1:
-        raise RecipeError(f"log_every must be at least 1, got {recipe.log_every}")
-    if not 0 <= recipe.warmup < 1:
-        raise RecipeError(f"warmup is a fraction of the steps in [0, 1), got {recipe.warmup}")
-    if not 0 < recipe.noise_density < 1:
-        raise RecipeError(f"noise_density is a fraction in (0, 1), got {recipe.noise_density}")
-    parse_options_field(recipe.backbone_options)
-    parse_options_field(recipe.data_options)
-    for key, choices in (("similarity", SIMILARITIES), ("dtype", DTYPES)):
-        if getattr(recipe, key) not in choices:
-            raise RecipeError(f"{key}={getattr(recipe, key)!r} is not supported; choose one of {', '.join(choices)}")
+def _plugin_options(settings: _Settings, used: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every used plugin's options, from the tables, loose keys and slot options, validated."""
+    from structret.options import plain
+    from structret.registry import get_registry
+
+    registry = get_registry()
+    given: dict[str, dict[str, Any]] = {name: {} for name in used}
+    by_kind = {entry.kind: name for name, entry in used.items()}
+    aliases = {alias: name for name, entry in used.items() for alias in entry.aliases}
+
+    for what, key, value, where, flag in settings.items:
+        if what == "slot":  # backbone_options / data_options: whatever the run's backbone / reader is
+            name = by_kind.get(key)
+            if name is None:
+                if value:
+                    _warn(f"{where}: {key} options {value} are not used: this run has no {key}")
+                continue
+            if flag:
+                field = next(k for k, v in _SLOT_FIELDS.items() if v == key)
+                _warn(f"{where}: {field} is deprecated; write the options in a [{name}] table")
+            given[name].update(value)
+        elif what == "loose":  # an option without its plugin: every plugin of the run that has it
+            if flag and value == "":
+                continue  # an old recipe.toml wrote an unset option as ""
+            takers = [name for name, entry in used.items() if key in _option_names(entry)]
+            if not takers:
+                others = sorted({e.name for e in registry.all()
+                                 if isinstance(e.options, str | type) and key in _option_names(e)})
+                if not others:
+                    raise _unknown_field(key, where, used)
+                _warn(f"{where}: '{key}' is an option of {', '.join(others)}, which this run does not use "
+                      f"({_used_text(used)}); it is ignored")
+                continue
+            if flag:
+                _warn(f"{where}: '{key}' as a top-level field is deprecated; write it in the "
+                      f"{' and '.join(f'[{t}]' for t in takers)} table")
+            for name in takers:
+                given[name][key] = value
+        else:  # a [name] table, or name.option
+            target = key if key in used else aliases.get(key)
+            if target is None:
+                if not any(registry.has(kind, key) for kind in registry.entries):
+                    raise RecipeError(f"{where}: [{key}] names no installed plugin. This run uses "
+                                      f"{_used_text(used)}; their options go in tables named after them.")
+                if flag:
+                    raise RecipeError(f"{where}: '{key}' is not a plugin of this run ({_used_text(used)}), so "
+                                      f"its options {sorted(value)} would not be used.")
+                _warn(f"{where}: the options for '{key}' are not used: this run uses {_used_text(used)}")
+                continue
+            given[target].update(value)
+
+    resolved = {}
+    for name, entry in used.items():
+        try:
+            values = entry.validate_options(given[name])
+        except PluginError as exc:
+            raise RecipeError(str(exc)) from None
+        if values:
+            resolved[name] = {k: plain(v) for k, v in values.items()}
+    return resolved
 
 
 def resolve_recipe(name_or_path: str | None = None, overrides: dict[str, Any] | None = None) -> Recipe:
     """Defaults <- preset or file <- ``overrides`` (``None`` values mean "not given").
 
-    Keys may use dashes (``query-max-len``), as on the command line. An unknown field
-    is an error naming the fields and the closest match.
+    Override keys are core fields (dashes allowed: ``query-max-len``), ``plugin.option``, or an
+    option alone (every plugin of this run that has it). An unknown key is an error naming the
+    fields, this run's plugins' options and the closest match.
     """
-    values: dict[str, Any] = {}
+    settings = _Settings()
     source = "defaults"
     if name_or_path:
         loaded, source = load_recipe_values(name_or_path)
         for key, value in loaded.items():
-            if key not in recipe_fields():
-                raise _unknown_field(key, source)
-            values[key] = _convert(key, value, source)
-        values.setdefault("name", Path(source).stem if source.endswith(".toml") else source)
-    for raw_key, value in (overrides or {}).items():
-        key = raw_key.replace("-", "_")
-        if key not in recipe_fields():
-            raise _unknown_field(raw_key, "override")
+            settings.add(key, value, source, from_file=True)
+        settings.core.setdefault("name", Path(source).stem if source.endswith(".toml") else source)
+    for key, value in (overrides or {}).items():
         if value is not None:
-            values[key] = _convert(key, value, f"override {raw_key}")
-    recipe = Recipe(**values)
-    _validate(recipe)
+            settings.add(key, value, f"override {key}", from_file=False)
+    recipe = _core(settings.core, source)  # core fields first: they say which plugins the run uses
+    used = run_plugins(recipe.to_dict())
+    recipe.plugins = _plugin_options(settings, used)
     return recipe
 
 
 # --- writing ---------------------------------------------------------------------------
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    # a JSON string is a TOML basic string, as long as non-ASCII stays raw (TOML has no \ud83d pairs)
-    return json.dumps(value, ensure_ascii=False)
-
-
 def recipe_to_toml(recipe: Recipe) -> str:
-    """The recipe as TOML (tomllib reads, but cannot write; the table is flat, so this is enough).
+    """The recipe as TOML: core fields, then one table per plugin. ``None`` is written as ``""``
+    for core fields (TOML has no null; leaving the key out would read back as the default, and
+    ``split``'s default is not None) and left out of plugin tables (read back as the default)."""
+    import tomli_w
 
-    ``None`` is written as ``""`` (TOML has no null; leaving the key out would read back
-    as the default, and ``split``'s default is not None).
-    """
-    lines = ["# resolved by structret: defaults <- recipe <- command-line overrides"]
-    lines += [f"{key} = {_toml_value('' if value is None else value)}" for key, value in recipe.to_dict().items()]
-    return "\n".join(lines) + "\n"
+    document: dict[str, Any] = {k: "" if v is None else v for k, v in recipe.to_dict().items() if k != "plugins"}
+    for name, options in recipe.plugins.items():
+        document[name] = {k: v for k, v in options.items() if v is not None}
+    return "# resolved by structret: defaults <- recipe <- overrides\n" + tomli_w.dumps(document)
 
 
 def write_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
@@ -319,3 +440,18 @@ def write_recipe(recipe: Recipe, path: str | os.PathLike) -> None:
 def read_recipe(path: str | os.PathLike) -> Recipe:
     """A recipe written by ``write_recipe`` (every field, no defaults filled in from a preset)."""
     return resolve_recipe(str(path))
+
+
+def changed_settings(saved: Recipe, given: Recipe, ignore: set[str] | frozenset[str] = frozenset()
+                     ) -> list[tuple[str, Any, Any]]:
+    """``(setting, saved value, given value)`` for every core field and plugin option that
+    differs, plugin options named ``plugin.option``; fields in ``ignore`` left out."""
+
+    def flat(recipe: Recipe) -> dict[str, Any]:
+        values = {k: v for k, v in recipe.to_dict().items() if k != "plugins" and k not in ignore}
+        for name, options in recipe.plugins.items():
+            values.update({f"{name}.{k}": v for k, v in options.items()})
+        return values
+
+    a, b = flat(saved), flat(given)
+    return [(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]

@@ -67,6 +67,7 @@ class PluginEntry:
     help: str = ""
     plugin: str = ""
     distribution: str = ""
+    options: Any = None  # its Options model, or a lazy "module:attr" string; None: read off the factory
 
     def load(self) -> Callable[..., Any]:
         """The factory; a lazy ``"module:attr"`` target is imported now."""
@@ -99,6 +100,38 @@ class PluginEntry:
                     f"'{attr}'. This is a bug in that plugin; report it to its authors."
                 ) from None
         return obj
+
+    @property
+    def what(self) -> str:
+        return f"{self.kind} '{self.name}'"
+
+    def options_model(self) -> Any:
+        """The plugin's Options model (structret.options); read off the factory's signature when
+        it declares none, ``None`` when that signature takes ``**options``."""
+        from structret import options as opts
+
+        if self.options is None:
+            return opts.from_signature(self.load(), self.kind, self.name)
+        if not isinstance(self.options, str):
+            return self.options
+        model = PluginEntry(self.kind, self.name, self.options, plugin=self.plugin,
+                            distribution=self.distribution).load()
+        if not (isinstance(model, type) and issubclass(model, opts.BaseModel)):
+            raise PluginError(f"{self.what} (plugin '{self.plugin}' from distribution '{self.distribution}') "
+                              f"declares options {self.options!r}, which is not a structret.options.Options "
+                              f"class. This is a bug in that plugin; report it to its authors.")
+        return model
+
+    def validate_options(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` checked against the plugin's declared options, every option filled in. A plugin
+        that declares none gets its keys checked against its factory's signature and its values
+        passed as given (its factory converts them, or takes ``**options`` and checks them itself)."""
+        from structret import options as opts
+
+        if self.options is None:
+            _bind(self, self.load(), (), values, partial=True)
+            return dict(values)
+        return opts.validate(self.options_model(), values, what=self.what)
 
 
 @dataclass
@@ -149,18 +182,26 @@ class Registry:
         return name in self.entries.get(kind, {})
 
     def create(self, kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Resolve ``name`` and call its factory, checking the options against its signature first."""
+        """Resolve ``name`` and call its factory with its options checked and completed (the
+        plugin's Options model: every option passed, defaults filled in). ``kwargs`` may also
+        hold the arguments core gives every plugin of the kind (``structret.options.CORE_ARGUMENTS``)."""
+        from structret.options import CORE_ARGUMENTS
+
         entry = self.get(kind, name)
+        core = {k: v for k, v in kwargs.items() if k in CORE_ARGUMENTS.get(kind, ())}
+        options = entry.validate_options({k: v for k, v in kwargs.items() if k not in core})
         factory = entry.load()
+        kwargs = {**core, **options}
         _bind(entry, factory, args, kwargs, partial=False)
         return _checked(entry, _call(entry, factory, args, kwargs))
 
     def check(self, kind: str, name: str, options: dict[str, Any] | None = None) -> PluginEntry:
-        """Fail now, before any heavy work, if ``name`` is unknown or ``options`` has a key its
-        factory does not take. Names cost nothing; options import the plugin's module."""
+        """Fail now, before any heavy work, if ``name`` is unknown or ``options`` are not its
+        options. Names cost nothing; options import the plugin's options module (its factory's
+        module when it declares none)."""
         entry = self.get(kind, name)
         if options:
-            _bind(entry, entry.load(), (), options, partial=True)
+            entry.validate_options(options)
         return entry
 
     def names(self, kind: str) -> list[str]:
@@ -325,8 +366,9 @@ def build_registry() -> Registry:
             plugin, dist = impl.plugin_name, dist_of.get(impl.plugin_name, "?")
             collected: list[PluginEntry] = []
 
-            def register(name, target, *, aliases=(), help="", _kind=kind, _p=plugin, _d=dist, _c=collected):
-                _c.append(PluginEntry(_kind, name, target, tuple(aliases), help, _p, _d))
+            def register(name, target, *, aliases=(), help="", options=None, _kind=kind, _p=plugin, _d=dist,
+                         _c=collected):
+                _c.append(PluginEntry(_kind, name, target, tuple(aliases), help, _p, _d, options))
 
             try:
                 impl.function(register=register)

@@ -140,6 +140,5 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
     from structret.linearization import TextFormat
 
     backbone = registry.create("backbone", found[0], model=found[1], **options)
-    recipe = found[2]
-    text_format = TextFormat(recipe.get("text_format", ""), recipe.get("aspects", ""))
+    text_format = TextFormat.of_recipe(found[2])
     return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format)

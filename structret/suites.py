@@ -377,7 +377,7 @@ class Runner:
         values = {k: v for k, v in recipe.to_dict().items() if k not in _NOT_IDENTITY}
         values["model"] = _model_fingerprint(recipe.model)
         identity = {"v": CACHE_VERSION, "recipe": values,
-                    "data": {"spec": recipe.data, "options": recipe.data_options, "split": recipe.split,
+                    "data": {"spec": recipe.data, "split": recipe.split,
                              "files": _data_fingerprint(recipe.data)}}
         return self.root / "runs" / f"{recipe.name or 'recipe'}-{_hash(identity)}"
 
@@ -386,7 +386,7 @@ class Runner:
         from structret.training import checkpoints
 
         run = self.run_dir(recipe)
-        recipe = dataclasses.replace(recipe, output=str(run))
+        recipe = recipe.model_copy(update={"output": str(run)})
         self.budgets.setdefault(data.key, set()).add(
             f"max_steps={recipe.max_steps}" if recipe.max_steps else f"{recipe.epochs} epoch(s)")
         if (run / "final" / "structret.json").is_file():
@@ -423,7 +423,7 @@ class Runner:
         """Raise now if any recipe, plugin or option the cell names is unknown: a whole table's
         typo must not surface after its first rows have trained for an hour."""
         from structret.data import parse_data_spec
-        from structret.recipes import check_plugins, parse_options_field, resolve_recipe
+        from structret.recipes import check_plugins, resolve_recipe
         from structret.registry import get_registry
         from structret.retrieval import resolve_system
 
@@ -436,12 +436,11 @@ class Runner:
             if name:
                 check_plugins(resolve_recipe(name, {**cell.overrides, **forced}))
         if not (cell.recipe or cell.finetune):
-            get_registry().check("backbone", cell.base["backbone"],
-                                 parse_options_field(cell.base.get("backbone_options") or ""))
+            get_registry().check("backbone", cell.base["backbone"], _as_options(cell.base.get("backbone_options")))
 
     def build(self, cell: Cell, data: DataSpec) -> tuple[str, dict[str, Any]]:
         """(system for make_retriever, its options); trains what the cell asks for."""
-        from structret.recipes import resolve_recipe
+        from structret.recipes import resolve_recipe, run_plugins
 
         if cell.system:
             return cell.system, {}
@@ -458,18 +457,18 @@ class Runner:
         if cell.finetune:
             overrides = {**cell.overrides, **forced}
             if pre is not None:  # continue from the pretraining run, reading records as it did
-                overrides.update(model=str(run), backbone=pre.backbone, backbone_options=pre.backbone_options,
-                                 text_format=pre.text_format, aspects=pre.aspects)
+                overrides.update(model=str(run), backbone=pre.backbone, text_format=pre.text_format)
+                # the backbone's and the text format's options go along, whatever they are
+                kept = [name for name, e in run_plugins(pre.to_dict()).items() if e.kind in ("backbone", "linearizer")]
+                overrides.update({f"{name}.{k}": v for name in kept for k, v in pre.options(name).items()
+                                  if v is not None})
             else:
                 overrides.update({k: v for k, v in cell.base.items() if v})
             run = self.train(resolve_recipe(cell.finetune, overrides), data)
         if run is not None:
             return str(run), {}
         options = {"model": cell.base.get("model")} if cell.base.get("model") else {}
-        if cell.base.get("backbone_options"):
-            from structret.recipes import parse_options_field
-
-            options.update(parse_options_field(cell.base["backbone_options"]))
+        options.update(_as_options(cell.base.get("backbone_options")))
         return cell.base["backbone"], options
 
     # evaluation
@@ -516,13 +515,22 @@ class Runner:
         return result
 
 
+def _as_options(value: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Backbone options given as "k=v,k2=v2" (a suite file, --set backbone_options=...) or a dict."""
+    from structret.recipes import parse_options_field
+
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if v is not None}
+    return parse_options_field(value or "")
+
+
 def parse_settings(settings: list[str] | tuple[str, ...]) -> dict[str, str]:
     out = {}
     for pair in settings:
         key, sep, value = pair.partition("=")
         if not sep:
             raise SuiteError(f"--set {pair!r} is not FIELD=VALUE (for example --set max_steps=20)")
-        out[key.strip().replace("-", "_")] = value.strip()
+        out[key.strip()] = value.strip()  # resolve_recipe reads dashes; plugin names keep theirs
     return out
 
 
@@ -548,7 +556,7 @@ def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | 
         rows.append((name, Cell(system=name)))
     if zero_shot:
         first = resolve_recipe(recipes[0] if recipes else None, settings)
-        base = {"backbone": first.backbone, "model": first.model, "backbone_options": first.backbone_options}
+        base = {"backbone": first.backbone, "model": first.model, "backbone_options": first.options(first.backbone)}
         rows.append((f"{first.backbone} (untrained)", Cell(base=base)))
     for name in recipes:
         label = Path(name).stem if name.endswith(".toml") else name

@@ -51,7 +51,7 @@ from structret.linearization import TextFormat
 from structret.recipes import (
     ObjectiveError,
     Recipe,
-    parse_options_field,
+    changed_settings,
     parse_objectives,
     read_recipe,
     write_recipe,
@@ -215,16 +215,12 @@ def load_examples(spec: str, split: str | None = None, text_format: TextFormat |
 
 
 def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
-    """The recipe's objectives, each given the recipe fields its factory accepts by name."""
-    import inspect
-
+    """The recipe's objectives, each with its options (the recipe's table for it)."""
     registry = get_registry()
-    values = recipe.to_dict()
     built = []
     for name, weight in parse_objectives(recipe.objective):
-        factory = registry.get("objective", name).load()
-        accepted = inspect.signature(factory).parameters
-        built.append((registry.create("objective", name, **{k: v for k, v in values.items() if k in accepted}), weight))
+        built.append((registry.create("objective", name, **recipe.options(registry.get("objective", name).name)),
+                      weight))
     for objective, _ in built:
         if objective.role not in ROLES:
             raise ObjectiveError(f"objective '{objective.name}' has role {objective.role!r}; the trainer knows "
@@ -557,11 +553,9 @@ def _check_resumable(run: Path, recipe: Recipe) -> None:
     saved_file = run / "recipe.toml"
     if not saved_file.is_file():
         return
-    saved = read_recipe(saved_file).to_dict()
-    given = recipe.to_dict()
-    changed = [k for k in given if k not in RESUMABLE_CHANGES and saved.get(k) != given[k]]
+    changed = changed_settings(read_recipe(saved_file), recipe, ignore=RESUMABLE_CHANGES)
     if changed:
-        listed = ", ".join(f"{k} (saved {saved.get(k)!r}, given {given[k]!r})" for k in changed)
+        listed = ", ".join(f"{k} (saved {a!r}, given {b!r})" for k, a, b in changed)
         raise TrainingError(
             f"cannot resume {run} with a different recipe: {listed}. Resume with the saved recipe "
             f"({saved_file}), or start a new run in another --out directory."
@@ -591,8 +585,22 @@ def create_backbone(recipe: Recipe, weights: str | Path | None = None, *, verify
     trained = trained_model(model, verify=verify) if model and weights is None else None
     if trained is not None:  # --model RUN (or a checkpoint): continue from its saved model
         model = trained[1]
-    options = parse_options_field(recipe.backbone_options)
-    return get_registry().create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
+    registry = get_registry()
+    options = recipe.options(registry.get("backbone", recipe.backbone).name)
+    return registry.create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
+
+
+def _text_format(recipe: Recipe) -> TextFormat:
+    if not recipe.text_format:
+        return TextFormat()
+    return TextFormat(recipe.text_format, recipe.options(get_registry().get("linearizer", recipe.text_format).name))
+
+
+def _data_options(recipe: Recipe) -> dict[str, Any]:
+    from structret.data import parse_data_spec
+
+    fmt = parse_data_spec(recipe.data)[0]
+    return recipe.options(get_registry().get("dataset", fmt).name) if get_registry().has("dataset", fmt) else {}
 
 
 def forward_backward(module: nn.Module, batch: dict[str, Any], accelerator: Any, grad_cache_chunk: int = 0
@@ -671,8 +679,7 @@ def train(recipe: Recipe, *, resume: bool = False,
         objective.check(backbone)
     if _role(objectives, "corruption"):
         backbone.enable_lm()
-    examples, stats = load_examples(recipe.data, recipe.split, TextFormat(recipe.text_format, recipe.aspects),
-                                    parse_options_field(recipe.data_options))
+    examples, stats = load_examples(recipe.data, recipe.split, _text_format(recipe), _data_options(recipe))
     if accelerator.is_main_process:
         print(stats.summary(), file=sys.stderr)
     if recipe.negatives:

@@ -304,7 +304,9 @@ def test_aspect_mlm_checks_the_backbone(tiny_bert_dir):
 
     with pytest.raises(ObjectiveError, match="needs a backbone with a masked-LM head"):
         objective.check(EncoderOnly(tiny_bert_dir))
-    with pytest.raises(ObjectiveError, match="aspect_mask_ratio is a fraction"):
+    from structret.errors import PluginError
+
+    with pytest.raises(PluginError, match="aspect_mask_ratio=1.5: Input should be less than 1"):
         get_registry().create("objective", "aspect-mlm", aspect_mask_ratio=1.5)
     with pytest.raises(ObjectiveError, match="content indicator"):
         get_registry().create("objective", "aspect-mlm", aspects=["brand", "c"])
@@ -374,15 +376,15 @@ def _catalog(path):
 def test_trainer_pretrains_with_indicators_added_to_the_backbone(tmp_path, tiny_bert_dir, objective):
     import json
 
-    from structret.recipes import Recipe
+    from structret.recipes import Recipe, resolve_recipe
     from structret.training import train
 
     catalog = _catalog(tmp_path / "Packages")
-    recipe = Recipe(objective=objective, backbone="hf-encoder", model=str(tiny_bert_dir),
+    recipe = resolve_recipe(None, dict(objective=objective, backbone="hf-encoder", model=str(tiny_bert_dir),
                     data=f"debian-packages:{catalog}", split="all", aspects="section,use",
                     mlm_input="aspects", aspect_mask_ratio=0.6,
                     output=str(tmp_path / "run"), batch_size=3, max_steps=4, lr=1e-3, checkpoint_every=2,
-                    log_every=2, passage_max_len=64)
+                    log_every=2, passage_max_len=64))
     final = train(recipe)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert f"loss/{objective}" in rows[-1] and all(r["loss"] > 0 for r in rows)
@@ -398,11 +400,11 @@ def test_trainer_pretrains_with_indicators_added_to_the_backbone(tmp_path, tiny_
 
 
 def test_aspect_mlm_runs_alone(tmp_path):
-    from structret.recipes import Recipe
+    from structret.recipes import Recipe, resolve_recipe
     from structret.training import build_objectives
 
     with pytest.raises(ObjectiveError, match="runs alone"):
-        build_objectives(Recipe(objective="dr+aspect-mlm"))
+        build_objectives(resolve_recipe(None, dict(objective="dr+aspect-mlm")))
 
 
 def test_text_format_is_what_training_and_retrieval_both_read(tmp_path, tiny_bert_dir):
@@ -444,16 +446,16 @@ def test_text_format_is_what_training_and_retrieval_both_read(tmp_path, tiny_ber
 def test_mtbert_classifies_aspects_beside_mlm_and_resumes_exactly(tmp_path, tiny_bert_dir):
     from safetensors.torch import load_file
 
-    from structret.recipes import Recipe
+    from structret.recipes import Recipe, resolve_recipe
     from structret.training import train
 
     catalog = _catalog(tmp_path / "Packages")
 
     def recipe(name):
-        return Recipe(objective="mlm+aspect-class", backbone="hf-encoder", model=str(tiny_bert_dir),
+        return resolve_recipe(None, dict(objective="mlm+aspect-class", backbone="hf-encoder", model=str(tiny_bert_dir),
                       data=f"debian-packages:{catalog}", split="all", aspects="section,use",
                       output=str(tmp_path / name), batch_size=3, max_steps=6, lr=1e-3, checkpoint_every=2,
-                      keep_checkpoints=0, log_every=1, passage_max_len=64)
+                      keep_checkpoints=0, log_every=1, passage_max_len=64))
 
     class Stop(Exception):
         pass

@@ -249,7 +249,7 @@ def test_trainer_runs_it_end_to_end(tmp_path, structure_registered, objective):
     """structret.training as it is: passages tokenized by the trainer (dr alone) or by the objective."""
     import json
 
-    from structret.recipes import Recipe
+    from structret.recipes import resolve_recipe
     from structret.registry import get_registry
     from structret.training import train
     from structret_structure.model import initialize
@@ -258,9 +258,9 @@ def test_trainer_runs_it_end_to_end(tmp_path, structure_registered, objective):
     data.write_text("".join(json.dumps({"query": q, "positive_passages": [{"text": c}]}) + "\n"
                             for q, c in zip(QUERIES, CODE)), encoding="utf-8")
     start = initialize(tmp_path / "init", CODE + QUERIES, **TINY)
-    recipe = Recipe(objective=objective, backbone="informed-transformer", model=str(start),
+    recipe = resolve_recipe(None, dict(objective=objective, backbone="informed-transformer", model=str(start),
                     data=f"tevatron:{data}", output=str(tmp_path / "run"), batch_size=3, max_steps=4, lr=1e-3,
-                    checkpoint_every=0, log_every=2, query_max_len=32, passage_max_len=128)
+                    checkpoint_every=0, log_every=2, query_max_len=32, passage_max_len=128))
     final = train(recipe)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     logged = {"loss/dr", "loss/parent-attention"} if "parent" in objective else {"loss/dr"}
@@ -423,10 +423,10 @@ def test_trainer_runs_an_informed_hf_encoder(tmp_path, tiny_bert_dir, structure_
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps({"query": q, "positive_passages": [{"text": c}]}) + "\n"
                             for q, c in zip(QUERIES, CODE)), encoding="utf-8")
-    recipe = Recipe(objective="dr+0.5*parent-attention", backbone="hf-encoder", model=str(tiny_bert_dir),
+    recipe = resolve_recipe(None, dict(objective="dr+0.5*parent-attention", backbone="hf-encoder", model=str(tiny_bert_dir),
                     backbone_options="informed_layers=1,pooling=mean", data=f"tevatron:{data}",
                     output=str(tmp_path / "run"), batch_size=3, max_steps=4, lr=1e-3, checkpoint_every=2,
-                    log_every=2, query_max_len=32, passage_max_len=64, grad_cache_chunk=chunk)
+                    log_every=2, query_max_len=32, passage_max_len=64, grad_cache_chunk=chunk))
     final = train(recipe)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert {"loss/dr", "loss/parent-attention"} <= set(rows[-1])

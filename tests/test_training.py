@@ -97,7 +97,8 @@ def test_presets_carry_the_papers_settings():
     assert {"santa-code", "santa-code-span-mask", "santa-code-sda-only", "santa-code-mep-only", "santa-product"} <= set(list_recipes())
     code = resolve_recipe("santa-code")
     assert (code.objective, code.backbone, code.lr, code.batch_size, code.epochs, code.warmup) == ("sda+mep", "codet5-base", 5e-5, 128, 6, 0.1)
-    assert (code.query_max_len, code.passage_max_len, code.label_max_len, code.similarity) == (50, 240, 35, "dot")
+    assert (code.query_max_len, code.passage_max_len, code.label_max_len) == (50, 240, 35)
+    assert code.plugins["sda"]["similarity"] == "dot" and code.plugins["mep"]["extractor"] == "auto"
     product = resolve_recipe("santa-product")
     assert (product.backbone, product.lr, product.batch_size, product.epochs) == ("t5-base", 1e-4, 16, 6)
     assert resolve_recipe("santa-code-span-mask").objective == "sda+span-mask"
@@ -112,9 +113,9 @@ def test_overrides_and_their_errors(tmp_path):
     assert "unknown recipe field 'lrr'. Did you mean 'lr'?" in str(err.value) and "passage_max_len" in str(err.value)
     with pytest.raises(RecipeError, match="Did you mean 'santa-code'"):
         resolve_recipe("santa-cod")
-    with pytest.raises(RecipeError, match="lr='fast' is not a number"):
+    with pytest.raises(RecipeError, match="lr='fast': Input should be a valid number"):
         resolve_recipe(None, {"lr": "fast"})
-    with pytest.raises(RecipeError, match="similarity='l2' is not supported"):
+    with pytest.raises(RecipeError, match="similarity='l2': Input should be 'dot' or 'cos'"):
         resolve_recipe(None, {"similarity": "l2"})
     bad = tmp_path / "bad.toml"
     bad.write_text('objective = "sda"\nbatchsize = 8\n')
@@ -421,7 +422,7 @@ def _process(rank: int, world: int, port: int, runs: dict, examples: list[Exampl
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
-    results = {name: _one_step(Recipe(**recipe), examples, **how) for name, (recipe, how) in runs.items()}
+    results = {name: _one_step(resolve_recipe(None, recipe), examples, **how) for name, (recipe, how) in runs.items()}
     if rank == 0:
         torch.save(results, out)
 
@@ -515,7 +516,7 @@ def test_grad_cache_needs_a_contrastive_objective(tmp_path, tiny_bert_dir, csn_t
 
     with pytest.raises(GradCacheError, match=r"'mep' has no contrastive objective.*grad_cache_chunk = 0"):
         train(_recipe(tmp_path, tiny_bert_dir, csn_train, objective="mep", grad_cache_chunk=2))
-    with pytest.raises(RecipeError, match="grad_cache_chunk cannot be negative"):
+    with pytest.raises(RecipeError, match="grad_cache_chunk=-1: Input should be greater than or equal to 0"):
         _recipe(tmp_path, tiny_bert_dir, csn_train, grad_cache_chunk=-1)
 
 
@@ -566,10 +567,10 @@ def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_
     retriever = make_retriever(str(tmp_path / "run"), show_progress=False)
     assert isinstance(retriever, DenseRetriever) and retriever.backbone.name == str(final)
     # and a run directory is where a new run (fine-tuning after pretraining) starts from
-    from structret.recipes import Recipe
+    from structret.recipes import resolve_recipe
     from structret.training import create_backbone
 
-    assert create_backbone(Recipe(backbone="hf-encoder", model=str(tmp_path / "run"))).name == str(final)
+    assert create_backbone(resolve_recipe(None, dict(backbone="hf-encoder", model=str(tmp_path / "run")))).name == str(final)
 
 
 def test_a_damaged_checkpoint_stops_resume_with_what_to_do(tmp_path, tiny_bert_dir, csn_train):

@@ -166,7 +166,7 @@ def _pickled_copy(model_dir: Path, target: Path, marker: Path) -> Path:
 
 @pytest.mark.parametrize("backbone", ["hf-encoder", "t5"])
 def test_a_model_with_only_pickled_weights_is_refused_unread(tmp_path, backbone, tiny_bert_dir, tiny_t5_dir, fresh_registry):
-    from structret.recipes import Recipe
+    from structret.recipes import Recipe, resolve_recipe
     from structret.registry import get_registry
     from structret.training import create_backbone
 
@@ -181,7 +181,7 @@ def test_a_model_with_only_pickled_weights_is_refused_unread(tmp_path, backbone,
     checkpoint = _pickled_copy(source, tmp_path / "run" / "checkpoint-000002", marker)
     (checkpoint / "structret.json").write_text(json.dumps({"backbone": backbone, "base_model": str(source)}))
     with pytest.raises(ModelLoadError, match="never pickled .bin files"):
-        create_backbone(Recipe(backbone=backbone), checkpoint)
+        create_backbone(resolve_recipe(None, dict(backbone=backbone)), checkpoint)
     assert not marker.exists()
 
 
@@ -206,7 +206,7 @@ def _model_with_its_own_code(model_dir: Path, target: Path, marker: Path) -> Pat
 def test_a_model_that_ships_code_is_refused_unless_the_flag_is_given(tmp_path, tiny_bert_dir, fresh_registry, monkeypatch):
     import transformers.dynamic_module_utils as dynamic
 
-    from structret.recipes import Recipe
+    from structret.recipes import Recipe, resolve_recipe
     from structret.training import create_backbone
 
     marker = tmp_path / "the-model-code-ran"
@@ -214,13 +214,13 @@ def test_a_model_that_ships_code_is_refused_unless_the_flag_is_given(tmp_path, t
     with pytest.raises(ModelLoadError, match=r"ships its own Python code\. structret does not run it unless asked: "
                                              r"if you trust its authors, pass --backbone-option trust_remote_code=true "
                                              r"to 'structret train'"):
-        create_backbone(Recipe(backbone="hf-encoder", model=str(model)))
+        create_backbone(resolve_recipe(None, dict(backbone="hf-encoder", model=str(model))))
     assert not marker.exists()
 
     # the option is the switch: with it the code runs (its copy goes to a cache in tmp_path, not ~/.cache)
     monkeypatch.setattr(dynamic, "HF_MODULES_CACHE", str(tmp_path / "modules"))
     monkeypatch.syspath_prepend(str(tmp_path / "modules"))
-    backbone = create_backbone(Recipe(backbone="hf-encoder", model=str(model), backbone_options="trust_remote_code=true"))
+    backbone = create_backbone(resolve_recipe(None, dict(backbone="hf-encoder", model=str(model), backbone_options="trust_remote_code=true")))
     assert marker.exists() and type(backbone.model).__name__ == "OwnModel"
 
 

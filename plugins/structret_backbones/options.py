@@ -1,0 +1,60 @@
+"""Options of the built-in backbones (the ``[minilm]``, ``[codet5-base]`` ... tables of a recipe,
+``--backbone-option`` on the command line). Kept apart from the backbones so that listing or
+checking options never imports torch or transformers."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from structret.options import Options
+
+
+class Encoder(Options):
+    """What every transformer backbone takes."""
+
+    normalize: bool = False
+    """Scale every vector to unit length (inner product = cosine)."""
+    max_length: int = Field(256, gt=0)
+    """Tokens per text when encoding; longer texts are cut."""
+    query_prefix: str = ""
+    """Text put before every query (e.g. "query: " for E5-style models)."""
+    document_prefix: str = ""
+    """Text put before every document."""
+    device: str = "cpu"
+    """torch device to encode on: cpu, cuda, cuda:1 ..."""
+    dtype: Literal["auto", "fp32", "float32", "bf16", "bfloat16"] | None = "auto"
+    """Encoding precision: auto = bf16 autocast only where the hardware computes bf16 natively."""
+    compile: bool = False
+    """torch.compile the model: slower start, faster on large corpora."""
+    trust_remote_code: bool = False
+    """Run a hub model's own Python code (transformers' trust_remote_code); only for code you trust."""
+
+
+class HFEncoder(Encoder):
+    """Options of ``hf-encoder`` (any BERT-like encoder)."""
+
+    pooling: Literal["cls", "mean"] = "cls"
+    """The text vector: cls = first token's last hidden state, mean = mean over tokens."""
+    informed_layers: int | None = Field(None, ge=0)
+    """Khan & Jang's parent-attending head in head 0 of the first N layers; unset = the saved model's, else 0."""
+    strict: bool | None = None
+    """With informed_layers: give that head the gold AST parents instead of learning them."""
+    linearizer: str | None = None
+    """With informed_layers: the linearizer giving parents (default dfs-parent)."""
+    language: str | None = None
+    """With informed_layers: the code's language (default python)."""
+    split_identifiers: bool | None = None
+    """With informed_layers: split identifiers into sub-words before linearizing (default true)."""
+
+
+class MiniLM(HFEncoder):
+    """Options of ``minilm``: all-MiniLM-L6-v2 as sentence-transformers uses it."""
+
+    pooling: Literal["cls", "mean"] = "mean"
+    """The text vector: mean over tokens (this model's pooling), or cls."""
+    normalize: bool = True
+    """Unit-length vectors (this model's setting)."""
+
+
+class T5Encoder(Encoder):
+    """Options of ``t5``, ``t5-base`` and ``codet5-base`` (first decoder position, as SANTA)."""

@@ -1,0 +1,154 @@
+"""Plugin options: what each plugin can be told, declared by the plugin next to its code.
+
+A plugin declares its options as a subclass of :class:`Options` (a pydantic model) and names
+it when it registers (``register(name, target, options="pkg.options:MEP")``)::
+
+    class MEP(Options):
+        extractor: str = "auto"
+        \"\"\"Which entities are masked: a registered extractor, or auto (...).\"\"\"
+
+Each field is one option: its type is checked (and a string from the command line converted),
+its default is the plugin's, and the docstring under it is what ``structret plugins --options``
+prints. Unknown keys are refused with the list of the plugin's options. Core never names a
+plugin's option: recipes carry one table per plugin (``[mep]``), validated here.
+
+A plugin that declares nothing still works: its options are read off its factory's signature
+(types and defaults, no documentation), and the factory itself is imported to do so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
+
+from structret.errors import PluginError
+
+# Arguments core passes to a factory itself; they are not options a user sets per plugin.
+CORE_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "dataset": ("path", "split"),
+    "backbone": ("model", "texts"),
+    "index": ("dim", "metric"),
+}
+
+
+class Options(BaseModel):
+    """Base of every plugin's options: unknown keys refused, fields documented by the
+    docstring written under each one, values immutable once validated."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    name: str
+    type: str
+    default: Any
+    required: bool
+    doc: str
+
+
+def _type_text(annotation: Any) -> str:
+    """``list[str] | None``, ``'cls' | 'mean'``: the type as a user reads it."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_text(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a) for a in args)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_text(a) for a in args)}]"
+    if annotation is None or annotation is type(None):
+        return "None"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def describe(model: type[BaseModel]) -> list[OptionInfo]:
+    """Each option of ``model``: name, type, default, whether it must be given, its doc."""
+    infos = []
+    for name, info in model.model_fields.items():
+        required = info.is_required()
+        default = None if required else info.get_default(call_default_factory=True)
+        infos.append(OptionInfo(name, _type_text(info.annotation), default, required,
+                                " ".join((info.description or "").split())))
+    return infos
+
+
+def listing(model: type[BaseModel]) -> str:
+    """``name (type, default X), ...`` for error messages; the docs are for ``plugins --options``."""
+    parts = [f"{o.name} ({o.type}, {'required' if o.required else f'default {o.default!r}'})"
+             for o in describe(model)]
+    return ", ".join(parts) or "(none)"
+
+
+def from_signature(factory: Any, kind: str, name: str) -> type[BaseModel] | None:
+    """An options model read off ``factory``'s keyword parameters, for a plugin that declares
+    none; ``None`` if the signature takes ``**options`` (the plugin then checks its own)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        return None
+    try:
+        hints = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)
+    except Exception:  # an annotation that does not resolve: the option is typed Any
+        hints = {}
+    skip = set(CORE_ARGUMENTS.get(kind, ())) | {"self"}
+    fields: dict[str, Any] = {}
+    for p in signature.parameters.values():
+        if p.name in skip or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        annotation = hints.get(p.name, Any)
+        fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
+    return create_model(f"{name}-options", __config__=config, **fields)
+
+
+def validate(model: type[BaseModel], values: dict[str, Any], *, what: str) -> dict[str, Any]:
+    """``values`` checked and converted by ``model``, every option present (defaults filled).
+    ``what`` names the plugin in errors ("objective 'mep'")."""
+    unknown = [key for key in values if key not in model.model_fields]
+    if unknown:
+        known = list(model.model_fields)
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise PluginError(f"{what} has no option '{unknown[0]}'.{hint} Its options: {listing(model)}. "
+                          f"(structret plugins --options NAME prints them with their documentation.)")
+    try:
+        made = model.model_validate(values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(p) for p in error["loc"]) or "options"
+            given = values.get(error["loc"][0]) if error["loc"] else None
+            problems.append(f"{key}={given!r}: {error['msg']}" if error["loc"] else error["msg"])
+        raise PluginError(f"{what}: {'; '.join(problems)}. Its options: {listing(model)}.") from None
+    return {name: getattr(made, name) for name in model.model_fields}
+
+
+def plain(value: Any) -> Any:
+    """An option value as TOML/JSON can hold it (tuples and sets become lists)."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def _split_commas(value: Any) -> Any:
+    if isinstance(value, str):  # "brand,color" from --set or an old flat recipe
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+# A list option that the command line may give as "a,b,c".
+Names = typing.Annotated[list[str], BeforeValidator(_split_commas)]

@@ -1,0 +1,151 @@
+"""Plugins own their options: declared next to the plugin, one recipe table each, set with
+--set NAME.OPTION, listed by `structret plugins --options`, recorded with a run and checked on resume."""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+from click.testing import CliRunner
+
+from structret.cli import cli
+from structret.options import describe
+from structret.recipes import (
+    CORE_FIELDS,
+    RecipeError,
+    RecipeWarning,
+    read_recipe,
+    recipe_to_toml,
+    resolve_recipe,
+    write_recipe,
+)
+from structret.registry import get_registry
+
+# what core used to carry for one plugin or another; none of it is a core field any more
+MOVED = ("noise_density", "mean_span_length", "extractor", "mlm_input", "content_mask_ratio", "query_mask_ratio",
+         "aspect_mask_ratio", "mutual_weight", "aspects", "similarity", "temperature", "backbone_options",
+         "data_options")
+
+
+def test_core_fields_name_no_plugin_option():
+    assert not set(MOVED) & set(CORE_FIELDS)
+
+
+def test_every_shipped_recipe_resolves_without_warnings():
+    from structret.recipes import list_recipes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecipeWarning)
+        for name in list_recipes():
+            recipe = resolve_recipe(name)
+            assert recipe.plugins, name
+
+
+def test_a_table_and_a_set_reach_the_plugin_with_every_default_filled(tmp_path):
+    file = tmp_path / "r.toml"
+    file.write_text('objective = "sda+span-mask"\nbackbone = "codet5-base"\n[span-mask]\nnoise_density = 0.3\n')
+    recipe = resolve_recipe(str(file), {"span-mask.mean-span-length": "5", "sda.temperature": "0.5"})
+    assert recipe.plugins["span-mask"] == {"noise_density": 0.3, "mean_span_length": 5.0}
+    assert recipe.plugins["sda"] == {"similarity": "dot", "temperature": 0.5}
+    assert recipe.plugins["codet5-base"]["max_length"] == 256  # the backbone's table, defaults filled in
+
+
+def test_an_option_alone_goes_to_every_plugin_of_the_run_that_has_it():
+    recipe = resolve_recipe("attempt", {"aspects": "brand,color", "backbone": "minilm"})
+    assert recipe.plugins["aspect-mlm"]["aspects"] == ["brand", "color"]
+    assert recipe.plugins["aspects"]["aspects"] == ["brand", "color"]  # the text format's table too
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"mep.nosuch": 1}, ["mep", "no option 'nosuch'", "extractor"]),
+    ({"mep.extractor": "nosuch"}, ["unknown extractor 'nosuch'", "tree-sitter"]),
+    ({"sda.temperature": "-1"}, ["temperature", "greater than 0"]),
+    ({"sda.similarity": "l2"}, ["similarity", "'dot' or 'cos'"]),
+    ({"span-mask.noise_density": 0.3}, ["'span-mask' is not a plugin of this run", "objective mep"]),
+    ({"tempreture": 0.5}, ["unknown recipe field 'tempreture'", "Did you mean 'temperature'", "mep.extractor",
+                           "NAME.OPTION"]),
+    ({"lr": "-1"}, ["lr", "greater than 0"]),
+])
+def test_bad_settings_name_the_plugin_and_its_options(overrides, words):
+    with pytest.raises(RecipeError) as error:
+        resolve_recipe("santa-code", overrides)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_a_table_for_a_plugin_the_run_does_not_use_is_dropped_with_a_warning(tmp_path):
+    file = tmp_path / "r.toml"
+    file.write_text('objective = "sda"\n[mep]\nextractor = "tree-sitter"\n')
+    with pytest.warns(RecipeWarning, match="options for 'mep' are not used"):
+        recipe = resolve_recipe(str(file))
+    assert "mep" not in recipe.plugins
+    file.write_text('objective = "sda"\n[nosuch-plugin]\nx = 1\n')
+    with pytest.raises(RecipeError, match=r"\[nosuch-plugin\] names no installed plugin"):
+        resolve_recipe(str(file))
+
+
+def test_old_flat_recipes_still_load_with_a_deprecation_warning(tmp_path):
+    # what a run wrote before plugin tables: every field at the top level, None as ""
+    file = tmp_path / "recipe.toml"
+    file.write_text('objective = "sda+mep"\nbackbone = "minilm"\nbackbone_options = "informed_layers=1"\n'
+                    'similarity = "cos"\ntemperature = 0.05\nextractor = "tree-sitter"\nnoise_density = 0.15\n'
+                    'aspect_mask_ratio = ""\ntext_format = ""\naspects = ""\nmodel = ""\n')
+    with pytest.warns(RecipeWarning) as caught:
+        recipe = resolve_recipe(str(file))
+    assert recipe.plugins["sda"] == {"similarity": "cos", "temperature": 0.05}
+    assert recipe.plugins["mep"] == {"extractor": "tree-sitter"}
+    assert recipe.plugins["minilm"]["informed_layers"] == 1
+    messages = " ".join(str(w.message) for w in caught)
+    assert "write it in the [sda] table" in messages and "[minilm] table" in messages
+    assert "noise_density" in messages  # an option of span-mask, which this run does not use: said, not silent
+
+
+def test_the_written_recipe_reads_back_equal(tmp_path):
+    recipe = resolve_recipe("mtbert-c", {"backbone": "minilm", "mlm.aspect_mask_ratio": 0.5,
+                                         "model": None, "data": "esci:somewhere"})
+    write_recipe(recipe, tmp_path / "recipe.toml")
+    text = (tmp_path / "recipe.toml").read_text()
+    assert "[mlm]" in text and "[aspect-class]" in text and "[aspects]" in text and "[esci]" not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecipeWarning)
+        again = read_recipe(tmp_path / "recipe.toml")
+    assert again == recipe
+    assert recipe_to_toml(again) == text
+
+
+def test_plugins_options_lists_types_defaults_and_docs():
+    result = CliRunner().invoke(cli, ["plugins", "--options", "mep"])
+    assert result.exit_code == 0, result.output
+    assert "extractor  (str, default 'auto')" in result.output
+    assert "Which entities are masked" in result.output and "--set mep.extractor=" in result.output
+    result = CliRunner().invoke(cli, ["plugins", "--options", "minilm"])
+    assert "pooling  ('cls' | 'mean', default 'mean')" in result.output  # minilm's own default, not HFEncoder's
+    result = CliRunner().invoke(cli, ["plugins", "--options", "mepp"])
+    assert result.exit_code == 1 and "Did you mean 'mep'" in result.output
+
+
+def test_every_declared_option_model_is_documented_and_matches_its_factory():
+    """A declared default that differs from the factory's own would depend on the caller."""
+    import inspect
+
+    for entry in get_registry().all():
+        if not isinstance(entry.options, str):
+            continue
+        model = entry.options_model()
+        for info in describe(model):
+            assert info.doc, f"{entry.kind} {entry.name}: option {info.name} has no docstring"
+        factory = entry.load()
+        parameters = inspect.signature(factory).parameters
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+        for name in model.model_fields:
+            assert name in parameters or takes_any, f"{entry.name}: option {name} is not a factory parameter"
+
+
+def test_a_bad_option_fails_in_well_under_a_second_of_work():
+    """The CLI refuses a typo before importing torch: the recipe is checked first."""
+    code = ("import sys\nfrom structret.cli import main\nsys.argv=['structret','train','--recipe','santa-code',"
+            "'--set','mep.nosuch=1']\ntry:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code)\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "no option 'nosuch'" in out.stderr
+    assert out.stdout.split() == ["exit", "1", "False"]
