@@ -17,3 +17,13 @@ def register_retrievers(register):
         "structret_identifiers.overlap:IdentifierOverlap",
         help="IDF-weighted overlap of query words with a document's identifier sub-tokens",
     )
+
+
+@hookimpl
+def register_objectives(register):
+    register(
+        "margin-nce",
+        "structret_identifiers.margin:MarginNCE",
+        options="structret_identifiers.options:MarginNCE",  # its own options: [margin-nce] margin = 0.3
+        help="in-batch contrastive loss whose positive must win by an additive margin (AM-Softmax)",
+    )
