@@ -38,6 +38,8 @@ from structret_code.treesitter import ParseTimeout, load_grammar, parse
 Found = tuple[str, "tree_sitter.Node", "tree_sitter.Node", bool]
 
 _GO_DIRECTIVE = re.compile(r"//[a-z0-9]+:[a-z0-9]")  # //go:generate, //nolint:x -- not documentation
+# __name__ methods are special by convention (Ruby's __send__, JavaScript's __proto__ accessors)
+_DUNDER = re.compile(r"__\w+__")
 
 
 class TreeSitterMiner:
@@ -93,6 +95,7 @@ class TreeSitterMiner:
                     end_line=node.end_point.row + 1,
                     code_tokens=self._tokens(file, node),
                     is_constructor=is_constructor,
+                    is_special=bool(_DUNDER.fullmatch(name.rsplit(".", 1)[-1])),
                 )
             )
         return mined

@@ -21,7 +21,9 @@ A miner is any object with
 ``functions(source: str, path: str) -> list[MinedFunction]``
     the functions of one file in source order. ``source`` is the decoded file with
     ``\\n`` line ends; ``path`` is only for messages. It raises ``SyntaxError``
-    (with ``lineno`` set) for a file it cannot parse; ``mine`` skips and counts it;
+    (with ``lineno`` set) for a file it cannot parse; ``mine`` skips and counts it.
+    The miner marks constructors and the language's special methods (Python's
+    ``__repr__``) with ``is_constructor`` / ``is_special``: the first rule drops them;
 ``standard_methods: frozenset[str]`` (optional)
     method names CodeSearchNet drops as standard extension methods of the
     language (Java ``toString``, JavaScript ``valueOf`` ...).

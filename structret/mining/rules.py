@@ -3,9 +3,8 @@
 functions are dropped and why, and which split a file lands in.
 
 The miner plugin owns all language knowledge (see ``register_miners``): it finds the
-functions and says which are constructors and which names are the language's standard
-methods. Dropping ``__names__`` (``__repr__``) is a rule on the name alone, applied to every
-language.
+functions and says which are constructors or special methods (``MinedFunction``) and
+which names are the language's standard methods (``Miner.standard_methods``).
 """
 
 from __future__ import annotations
@@ -48,7 +47,6 @@ _DOCSTRING_TOKEN = re.compile(
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _TAG_LINE = re.compile(r"^[ \t]*@", re.MULTILINE)
-_DUNDER = re.compile(r"__\w+__")
 
 
 @dataclass
@@ -63,6 +61,8 @@ class MinedFunction:
     end_line: int
     code_tokens: list[str] = field(default_factory=list)
     is_constructor: bool = False
+    # a method the language calls implicitly, such as Python's __repr__: dropped like a constructor
+    is_special: bool = False
 
 
 @runtime_checkable
@@ -113,7 +113,7 @@ def drop_rule(
 ) -> str | None:
     """The first CodeSearchNet rule ``fn`` fails (duplicates aside), or None to keep it."""
     short_name = fn.func_name.rsplit(".", 1)[-1]
-    if fn.is_constructor or _DUNDER.fullmatch(short_name):
+    if fn.is_constructor or fn.is_special:
         return RULE_DUNDER
     if short_name in standard_methods:
         return RULE_STANDARD
