@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from _tiny_models import tiny_t5_sentinel_tokenizer_dir  # noqa: F401  (fixture)
-from structret.masking import (
+from structret_objectives.masking import (
     MaskedText,
     noise_spans,
     random_span_mlm,

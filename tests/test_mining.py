@@ -21,6 +21,7 @@ from structret.mining import (
     RULE_STANDARD,
     RULE_TEST,
     MinedFunction,
+    drop_rule,
     docstring_summary,
     mine,
     partition_of,
@@ -650,6 +651,19 @@ def test_sha_from_git_head(tmp_path):
     row = read_rows(tmp_path / "o.jsonl.gz")[0]
     assert row["sha"] == sha and row["repo"] == "me/repo"
     assert mining.git_head(src / "sub") == ""
+
+
+def test_special_methods_are_the_miners_call():
+    """Core drops what the miner marks, and knows no language's naming convention itself."""
+    from structret_code.python_miner import PythonMiner
+
+    body = "def __repr__(self):\n    text = str(self)\n    return text"
+    unmarked = MinedFunction("W.__repr__", body, body, "Show the widget as text.", 1, 3)
+    assert drop_rule(unmarked, tokenize_docstring(unmarked.docstring)) is None
+    marked = MinedFunction("W.__repr__", body, body, "Show the widget as text.", 1, 3, is_special=True)
+    assert drop_rule(marked, tokenize_docstring(marked.docstring)) == RULE_DUNDER
+    (mined,) = [f for f in PythonMiner().functions(PYTHON, "w.py") if f.func_name == "Widget.__repr__"]
+    assert mined.is_special and not mined.is_constructor
 
 
 def test_missing_grammar_names_the_package(monkeypatch):

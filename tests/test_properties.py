@@ -240,11 +240,11 @@ def test_code_linearizers_never_raise(name, language, parser, text, max_tokens, 
 
 def test_a_tree_sitter_parse_that_runs_too_long_is_a_counted_failure(monkeypatch):
     """2 MB of "x x x ..." as Java takes tree-sitter about 30 s; past PARSE_SECONDS it is given up."""
-    from structret_code import extractors
+    from structret_code import treesitter
     from structret_code.extractors import TreeSitterIdentifiers
     from structret_code.linearizers import dfs_parent
 
-    monkeypatch.setattr(extractors, "PARSE_SECONDS", 0.05)
+    monkeypatch.setattr(treesitter, "PARSE_SECONDS", 0.05)
     slow = "x " * 300_000
     linearizer, extractor = dfs_parent(language="java"), TreeSitterIdentifiers(language="java")
     assert linearizer.linearize(slow) is None

@@ -228,13 +228,13 @@ def test_a_model_that_ships_code_is_refused_unless_the_flag_is_given(tmp_path, t
 
 
 def test_a_source_file_tree_sitter_takes_too_long_on_is_skipped_by_the_miner(tmp_path, monkeypatch, fresh_registry):
-    from structret_code import extractors
+    from structret_code import treesitter
 
     from structret.mining import mine
     from structret.registry import get_registry
 
     # 600 kB of "x x x ..." as Java: tree-sitter's error recovery runs for seconds on it
-    monkeypatch.setattr(extractors, "PARSE_SECONDS", 0.05)
+    monkeypatch.setattr(treesitter, "PARSE_SECONDS", 0.05)
     miner = get_registry().create("miner", "java")
     good = "class A {\n  /** Returns the sum of two numbers. */\n  int add(int a, int b) {\n    return a + b;\n  }\n}\n"
     with pytest.raises(SyntaxError, match=r"tree-sitter gave up after 0.05 s \(tree-sitter-java\)") as caught:

@@ -12,13 +12,13 @@ Code they cannot read gives no entities and is counted in ``extractor.failures``
 from __future__ import annotations
 
 import keyword
-import time
 import tokenize
 from collections import Counter
 
 from structret.errors import PluginError
 from structret.records import Entity
 from structret_code.pytokens import python_tokens
+from structret_code.treesitter import CLASS_WRAPPERS, ParseTimeout, language_name, load_grammar, parse
 
 # f-strings are one STRING token up to Python 3.11 (as in SANTA's runs); 3.12 splits them
 # into FSTRING_* tokens with NAMEs inside. Those inner names are skipped so that every Python
@@ -83,16 +83,6 @@ NODE_TYPES: dict[str, frozenset[str]] = {
     "ruby": frozenset({"identifier", "constant"}),
 }
 
-# A method as CodeSearchNet stores it (``public function f()``, ``async load() {}``, a Java
-# constructor) is not a valid program on its own; it parses inside a class body. The
-# wrapper's own nodes are outside the snippet's byte range and are left out.
-CLASS_WRAPPERS: dict[str, tuple[str, str]] = {
-    "java": ("class _Wrapper {\n", "\n}"),
-    "javascript": ("class _Wrapper {\n", "\n}"),
-    "php": ("class _Wrapper {\n", "\n}"),
-}
-
-_ALIASES = {"py": "python", "js": "javascript", "golang": "go", "rb": "ruby"}
 
 
 class TreeSitterIdentifiers:
@@ -151,19 +141,11 @@ class TreeSitterIdentifiers:
         return self._grammars[language]
 
 
-def language_name(language: str | None) -> str | None:
-    if not language:
-        return None
-    return _ALIASES.get(language.lower(), language.lower())
-
-
 class _Grammar:
     """One language: its parser(s) and the kind ids of its identifier nodes."""
 
     def __init__(self, language: str, node_types: frozenset[str] | None):
         import tree_sitter
-
-        from structret_code.treesitter_miner import load_grammar
 
         purpose = f"extracting {language} identifiers"
         self.language = language
@@ -214,32 +196,6 @@ class _Grammar:
             while not cursor.goto_next_sibling():
                 if not cursor.goto_parent():
                     return found
-
-
-# tree-sitter's error recovery can take minutes on megabytes of garbage (2 MB of "x x x ..."
-# as Java: 30 s): a parse that runs longer is cancelled, and the text counts as a failure
-PARSE_SECONDS = 5.0
-
-
-class ParseTimeout(Exception):
-    """tree-sitter ran out of time (PARSE_SECONDS); the message is the failure reason."""
-
-
-def parse(parser, data: bytes):
-    """``parser.parse(data)``, cancelled after PARSE_SECONDS (raising ParseTimeout)."""
-    deadline = time.monotonic() + PARSE_SECONDS
-    try:
-        # the progress callback that can cancel a parse is only called when reading through a callback
-        tree = parser.parse(lambda byte, _point: data[byte : byte + 65536],
-                            progress_callback=lambda *_: time.monotonic() > deadline)
-    except ValueError:  # "Parsing failed": the callback cancelled it
-        if time.monotonic() <= deadline:
-            raise
-        tree = None
-    if tree is None:
-        parser.reset()  # else the next parse would resume this one
-        raise ParseTimeout(f"tree-sitter gave up after {PARSE_SECONDS:g} s")
-    return tree
 
 
 def _generic_types(language) -> frozenset[str]:

@@ -89,8 +89,8 @@ from typing import Any
 
 from structret.errors import PluginError
 from structret.records import Sequence
-from structret_code.extractors import CLASS_WRAPPERS, ParseTimeout, language_name, parse
 from structret_code.pytokens import python_tokens
+from structret_code.treesitter import CLASS_WRAPPERS, ParseTimeout, language_name, load_grammar, parse
 
 # --- identifier splitting ------------------------------------------------------------
 
@@ -472,8 +472,6 @@ class _TreeSitter:
     """One language read with tree-sitter: parsing, leaves (``raw``) and the tree walk."""
 
     def __init__(self, language: str, purpose: str):
-        from structret_code.treesitter_miner import load_grammar
-
         self.language = language
         literals = _LITERALS.get(language, _OTHER_LITERALS)
         if language == "php":

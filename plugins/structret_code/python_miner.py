@@ -47,13 +47,14 @@ _STRING_END = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if h
 _STRING_LITERAL = re.compile(r'[rRuU]?("""|\'\'\'|"|\')(.*)\1', re.DOTALL)
 
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DUNDER = re.compile(r"__\w+__")
 
 
 class PythonMiner:
     """Functions and methods of Python files (``.py``)."""
 
     extensions = (".py",)
-    # Python's standard methods are the dunders, which ``mine`` drops by name already.
+    # Python's standard methods are the dunders, marked ``is_special`` instead (any __name__ is one).
     standard_methods: frozenset[str] = frozenset()
 
     def functions(self, source: str, path: str) -> list[MinedFunction]:
@@ -124,6 +125,7 @@ def _mine(name: str, node, in_class: bool, text: _Source, tokens: _Tokens) -> Mi
         end_line=node.end_lineno,
         code_tokens=code_tokens,
         is_constructor=in_class and short in ("__init__", "__new__"),
+        is_special=bool(_DUNDER.fullmatch(short)),
     )
 
 

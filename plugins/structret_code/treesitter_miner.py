@@ -26,19 +26,20 @@ markers removed. A file tree-sitter cannot parse without error is refused with
 from __future__ import annotations
 
 import bisect
-import importlib
 import re
 from typing import Callable, Iterator
 
 import tree_sitter
 
-from structret.errors import PluginError
 from structret.mining import MinedFunction
+from structret_code.treesitter import ParseTimeout, load_grammar, parse
 
 # (name, function node, anchor node the doc comment sits above, is a constructor)
 Found = tuple[str, "tree_sitter.Node", "tree_sitter.Node", bool]
 
 _GO_DIRECTIVE = re.compile(r"//[a-z0-9]+:[a-z0-9]")  # //go:generate, //nolint:x -- not documentation
+# __name__ methods are special by convention (Ruby's __send__, JavaScript's __proto__ accessors)
+_DUNDER = re.compile(r"__\w+__")
 
 
 class TreeSitterMiner:
@@ -69,8 +70,6 @@ class TreeSitterMiner:
         self._comments = tree_sitter.Query(self._parser.language, pattern)
 
     def functions(self, source: str, path: str) -> list[MinedFunction]:
-        from structret_code.extractors import ParseTimeout, parse
-
         data = source.encode("utf-8")
         try:
             root = parse(self._parser, data).root_node
@@ -96,6 +95,7 @@ class TreeSitterMiner:
                     end_line=node.end_point.row + 1,
                     code_tokens=self._tokens(file, node),
                     is_constructor=is_constructor,
+                    is_special=bool(_DUNDER.fullmatch(name.rsplit(".", 1)[-1])),
                 )
             )
         return mined
@@ -194,40 +194,6 @@ def _syntax_error(root, path: str, data: bytes, language: str) -> SyntaxError:
     line = data.split(b"\n")[row].decode("utf-8", "replace") if row < data.count(b"\n") + 1 else ""
     what = f"expected {node.type}" if node.is_missing else "tree-sitter could not parse this"
     return SyntaxError(f"{what} (tree-sitter-{language})", (path, row + 1, col + 1, line))
-
-
-def load_grammar(language: str, *, entry: str | None = None, purpose: str | None = None) -> tree_sitter.Language:
-    """The installed tree-sitter grammar of ``language`` (shared by the miners and the extractors).
-
-    ``entry`` names the function of the grammar package that returns the language, for
-    packages that ship several grammars; ``purpose`` ("mining go") starts the error message.
-    """
-    package = f"tree-sitter-{language.replace('_', '-')}"
-    try:
-        module = importlib.import_module(f"tree_sitter_{language.replace('-', '_')}")
-    except ModuleNotFoundError:
-        raise PluginError(
-            f"{purpose or f'mining {language}'} needs the tree-sitter grammar package '{package}', "
-            f"which is not installed. Install it with: pip install {package}"
-        ) from None
-    if entry is None:
-        # tree-sitter-php ships two grammars; language_php also reads the HTML around <?php ?>
-        entry = "language_php" if language == "php" else "language"
-        if not hasattr(module, entry):  # e.g. tree_sitter_typescript.language_typescript
-            entry = f"language_{language.replace('-', '_')}"
-    function = getattr(module, entry, None)
-    if function is None:
-        raise PluginError(
-            f"the grammar package '{package}' has no function '{entry}' returning its language; "
-            f"it may be too old or too new for structret. Try: pip install -U {package}"
-        )
-    try:
-        return tree_sitter.Language(function())
-    except ValueError as exc:  # grammar built for another tree-sitter ABI
-        raise PluginError(
-            f"{package} does not work with the installed tree-sitter {getattr(tree_sitter, '__version__', '')}: "
-            f"{exc}. Install versions that fit: pip install -U tree-sitter {package}"
-        ) from None
 
 
 # --- Go ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ attention mask and ``labels`` (-100 where nothing is predicted).
 
 Each objective has a variant per capability: ``seq2seq`` backbones (T5, CodeT5) generate
 the removed pieces after sentinels; ``mlm`` backbones (BERT-like) predict ``[MASK]``ed
-tokens in place. The masking itself lives in ``structret.masking``.
+tokens in place. The masking itself lives in ``structret_objectives.masking``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 
 from structret.recipes import ObjectiveError
 from structret.records import CodeRecord, Entity, ItemRecord
+from structret_objectives import masking
 
 _VARIANTS = ("seq2seq", "mlm")  # preference order when a backbone has both
 SENTINELS = 100  # <extra_id_0> ... <extra_id_99>, as T5 and CodeT5 have
@@ -41,19 +42,11 @@ def _variant(name: str, backbone: Any) -> str:
     )
 
 
-def _masking():
-    try:
-        from structret import masking
-    except ImportError as exc:
-        raise ObjectiveError(f"corruption objectives need structret.masking, which failed to import: {exc}") from exc
-    return masking
-
-
 def _check_tokenizer(name: str, variant: str, backbone: Any) -> None:
     tokenizer = backbone.tokenizer
     if variant == "seq2seq":
         try:  # T5 and CodeT5 tokenizers have 100; MEP uses up to 100 distinct entities
-            _masking().sentinel_token_ids(tokenizer, SENTINELS)
+            masking.sentinel_token_ids(tokenizer, SENTINELS)
         except ValueError as exc:
             raise ObjectiveError(f"{name} cannot run on '{backbone.name}': {exc}") from None
     elif tokenizer.mask_token_id is None or not getattr(tokenizer, "is_fast", False):
@@ -106,7 +99,6 @@ class EntityMasking:
             from structret.registry import get_registry
 
             get_registry().get("extractor", self.extractor)  # unknown: names the known ones
-        _masking()
 
     def extractor_for(self, record: Any) -> str:
         if self.extractor != "auto":
@@ -138,7 +130,6 @@ class EntityMasking:
     def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
                 label_max_length: int, rngs: Sequence[random.Random]) -> dict[str, torch.Tensor]:
         """Every entity masked (no sampling, so ``rngs`` go unused): SANTA masks them all."""
-        masking = _masking()
         tokenizer = backbone.tokenizer
         prefix = backbone.tokenize.prefixes["document"]
         seq2seq = _variant(self.name, backbone) == "seq2seq"
@@ -190,13 +181,11 @@ class SpanMasking:
 
     def check(self, backbone: Any) -> None:
         _check_tokenizer(self.name, _variant(self.name, backbone), backbone)
-        _masking()
 
     def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
                 label_max_length: int, rngs: Sequence[random.Random]) -> dict[str, torch.Tensor]:
         """Targets are not cut to ``label_max_length``: the noise density already fixes their
         length (about 0.2 x the passage's tokens), and a cut target teaches nothing."""
-        masking = _masking()
         tokenizer = backbone.tokenizer
         prefix = backbone.tokenize.prefixes["document"]
         seq2seq = _variant(self.name, backbone) == "seq2seq"

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from structret.informed import parent_attention_loss
+from structret_structure.informed import parent_attention_loss
 from structret.recipes import ObjectiveError
 
 

@@ -1,7 +1,7 @@
 """Byte-level BPE over linearized code, carrying each token's AST parent to its sub-tokens.
 
 A code passage is linearized (dfs-parent) into tokens with parent indices; every token is
-split into BPE sub-tokens, which inherit its parent (``structret.informed.spread_parents``).
+split into BPE sub-tokens, which inherit its parent (``structret_structure.informed.spread_parents``).
 Queries are natural language: plain BPE, no parents.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from structret.informed import NO_PARENT, spread_parents
+from structret_structure.informed import NO_PARENT, spread_parents
 
 PAD = "<pad>"
 

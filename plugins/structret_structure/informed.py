@@ -1,8 +1,9 @@
 """What a structurally-informed attention head learns (Khan & Jang): each token's AST parent.
 
-Shared by every backbone that offers the capability ``structure-attention`` (the small
-informed-transformer and Hugging Face encoders with ``informed_layers > 0``) and by the
-``parent-attention`` objective, so the targets and the loss are defined once.
+Shared by every backbone that offers the capability ``structure-attention`` (this plugin's
+informed-transformer, and the backbones plugin's Hugging Face encoders with
+``informed_layers > 0``) and by the ``parent-attention`` objective, so the targets and the
+loss are defined once.
 
 A linearizer gives parents per *word* (AST token); a tokenizer splits words into
 sub-tokens. Every sub-token inherits its word's parent, and a parent is the position of

@@ -1,0 +1,370 @@
+"""The layout rules of docs/architecture.md, checked on the source (no module is imported).
+
+* No import cycle among the modules of ``structret/`` and of the plugin packages under
+  ``plugins/`` (one graph over all of them, so a cycle between two plugins counts too).
+  Imports inside functions count: they only delay the cycle to the first call.
+  Imports under ``if TYPE_CHECKING:`` do not, as they never run. Importing ``a.b.c``
+  counts as an edge to ``a.b.c`` only, not to its parent packages: a package's
+  ``__init__`` that re-exports its submodules is not a cycle.
+* No module in ``structret/`` over 400 lines, unless its docstring or leading comment says
+  why in a sentence starting "Over 400 lines because".
+* Core knows no paper: no module in ``structret/`` imports a plugin package
+  (``structret_*``), by an import statement or a ``"structret_x.module"`` string
+  (``importlib``, a lazy registry target). Plugins reach core through the registry's
+  entry points, which name no package in core's code.
+
+Today's violations owned by work in progress are listed in the KNOWN_* sets below. Each
+entry must still be a violation, so the lists can only shrink: fix one, delete its entry.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_LINES = 400
+REASON = "Over 400 lines because"
+
+# Import cycles still in core, each as the set of modules of one strongly connected component.
+KNOWN_CYCLES: set[frozenset[str]] = {
+    # the trainer and GradCache call each other; issue 15 item 6 splits training into a package
+    frozenset({"structret.training", "structret.gradcache"}),
+}
+
+# Modules of structret/ over 400 lines with no reason at their top.
+KNOWN_LONG: set[str] = {
+    # the CLI still does library work; issue 15 item 1 makes it a thin layer over the API
+    "structret/cli.py",
+    # suites also evaluate; issue 15 item 5 moves evaluation to one package
+    "structret/suites.py",
+    # eight jobs in one module; issue 15 item 6 makes training a package
+    "structret/training.py",
+}
+
+# Modules of structret/ allowed to name a plugin package (none today: entry points suffice).
+PLUGIN_IMPORTS_ALLOWED: set[str] = set()
+
+_PLUGIN_PACKAGE = re.compile(r"structret_[a-z0-9_]+")
+_PLUGIN_TARGET = re.compile(r"structret_[a-z0-9_]+[.:][A-Za-z_]")  # "structret_code.plugin", "pkg:attr"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. "structret_code.extractors"
+    path: Path
+    rel: str  # the path as messages show it, e.g. "plugins/structret_code/extractors.py"
+    is_package: bool  # an __init__.py
+
+    @property
+    def in_core(self) -> bool:
+        return self.name.split(".")[0] == "structret"
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    target: str  # dotted name as written, relative imports resolved
+    names: tuple[str, ...]  # for "from target import a, b"; () for "import target"
+    line: int
+
+
+def module_at(path: Path, source_root: Path, root: Path) -> Module:
+    """The module a file is when ``source_root`` is on sys.path."""
+    parts = list(path.relative_to(source_root).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts.pop()
+    return Module(".".join(parts), path, path.relative_to(root).as_posix(), is_package)
+
+
+def all_modules(root: Path = ROOT) -> dict[str, Module]:
+    """structret and every plugin package: plugins/structret_*, and the example plugin's packages."""
+    roots = [(root, "structret")]
+    for source_root in (root / "plugins", root / "plugins" / "example"):
+        for init in sorted(source_root.glob("*/__init__.py")):
+            roots.append((source_root, init.parent.name))
+    modules = {}
+    for source_root, package in roots:
+        for path in sorted((source_root / package).rglob("*.py")):
+            module = module_at(path, source_root, root)
+            modules[module.name] = module
+    return modules
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(module: Module, tree: ast.Module | None = None) -> list[Import]:
+    """Every import statement of ``module``, at any depth, except those under ``if TYPE_CHECKING:``."""
+    tree = tree or ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(Import(module.name, alias.name, (), node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append(Import(module.name, target, tuple(a.name for a in node.names), node.lineno))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _known_prefix(name: str, modules: dict[str, Module]) -> str | None:
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def import_graph(modules: dict[str, Module]) -> dict[str, dict[str, int]]:
+    """module -> {imported module: line of the first such import}, internal modules only."""
+    graph: dict[str, dict[str, int]] = {name: {} for name in modules}
+    for module in modules.values():
+        for imp in imports_of(module):
+            targets = []
+            if imp.names:  # from X import a: X.a when that is a module, else X
+                for name in imp.names:
+                    sub = f"{imp.target}.{name}"
+                    targets.append(sub if sub in modules else _known_prefix(imp.target, modules))
+            else:
+                targets.append(_known_prefix(imp.target, modules))
+            for target in targets:
+                if target is not None and target != module.name:
+                    graph[module.name].setdefault(target, imp.line)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[set[str]]:
+    """Tarjan's algorithm (iterative); components of more than one module only."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(component)
+    return components
+
+
+def cycle_chain(component: set[str], graph: dict[str, dict[str, int]], modules: dict[str, Module]) -> str:
+    """One cycle through the component, shortest from its first module, as
+    ``a (a.py:12) -> b (b.py:40) -> a``: each arrow names the line of the import."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node]):
+                if child == start:
+                    chain = paths[node] + [start]
+                    steps = [f"{a} ({modules[a].rel}:{graph[a][b]})" for a, b in zip(chain, chain[1:])]
+                    return " -> ".join(steps + [start])
+                if child in component and child not in paths:
+                    paths[child] = paths[node] + [child]
+                    following.append(child)
+        frontier = following
+    raise AssertionError(f"no cycle through {start} in {sorted(component)}")
+
+
+def long_modules(modules: dict[str, Module]) -> dict[str, int]:
+    """Core modules over MAX_LINES lines without a written reason: rel path -> lines."""
+    found = {}
+    for module in modules.values():
+        if not module.in_core:
+            continue
+        text = module.path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_LINES and REASON not in top_text(text):
+            found[module.rel] = lines
+    return found
+
+
+def top_text(text: str) -> str:
+    """The module docstring and the comment lines above the first statement after it, as
+    one line (a sentence may wrap)."""
+    tree = ast.parse(text)
+    body = list(tree.body)
+    docstring = ast.get_docstring(tree) or ""
+    if docstring:
+        body.pop(0)
+    stop = body[0].lineno - 1 if body else None
+    comments = [line.strip().lstrip("#") for line in text.splitlines()[:stop] if line.strip().startswith("#")]
+    return " ".join(" ".join([docstring, *comments]).split())
+
+
+def core_plugin_imports(modules: dict[str, Module]) -> list[str]:
+    """Places in core that name a plugin package: ``path:line: what``."""
+    found = []
+    for module in modules.values():
+        if not module.in_core or module.name in PLUGIN_IMPORTS_ALLOWED:
+            continue
+        tree = ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
+        for imp in imports_of(module, tree):
+            if _PLUGIN_PACKAGE.fullmatch(imp.target.split(".")[0]):
+                found.append(f"{module.rel}:{imp.line}: imports {imp.target}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _PLUGIN_TARGET.match(node.value):
+                found.append(f"{module.rel}:{node.lineno}: names {node.value!r}")
+    return found
+
+
+# --- the rules ---------------------------------------------------------------------------
+
+
+def test_no_import_cycles():
+    modules = all_modules()
+    graph = import_graph(modules)
+    components = strongly_connected(graph)
+    new = [c for c in components if frozenset(c) not in KNOWN_CYCLES]
+    assert not new, "import cycles (break them, e.g. with a small module both sides import):\n" + "\n".join(
+        cycle_chain(c, graph, modules) for c in new
+    )
+    fixed = KNOWN_CYCLES - {frozenset(c) for c in components}
+    assert not fixed, f"no longer a cycle, delete from KNOWN_CYCLES: {[sorted(c) for c in fixed]}"
+
+
+def test_core_modules_stay_under_400_lines_or_say_why():
+    long = long_modules(all_modules())
+    new = {path: n for path, n in long.items() if path not in KNOWN_LONG}
+    assert not new, (
+        f"over {MAX_LINES} lines: {new}. Split the module by what it holds, or start a sentence "
+        f"'{REASON} ...' in its docstring"
+    )
+    fixed = KNOWN_LONG - set(long)
+    assert not fixed, f"now under {MAX_LINES} lines or with a reason, delete from KNOWN_LONG: {sorted(fixed)}"
+
+
+def test_core_imports_no_plugin():
+    found = core_plugin_imports(all_modules())
+    assert not found, "structret/ must not know a plugin package (reach plugins through the registry):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_every_package_is_seen():
+    modules = all_modules()
+    for name in ("structret.cli", "structret_code.treesitter", "structret_objectives.masking", "structret_identifiers"):
+        assert name in modules
+
+
+# --- the checks, on made-up packages -----------------------------------------------------
+
+
+def write_package(tmp_path: Path, files: dict[str, str]) -> dict[str, Module]:
+    modules = {}
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        module = module_at(path, tmp_path, tmp_path)
+        modules[module.name] = module
+    return modules
+
+
+def test_a_cycle_through_imports_inside_functions_is_found_and_shown(tmp_path):
+    modules = write_package(tmp_path, {
+        "pkg/__init__.py": "from pkg.a import run\n",  # a package re-exporting its module: no cycle
+        "pkg/a.py": "import os\nfrom pkg import b\n\n\ndef run():\n    return b.go()\n",
+        "pkg/b.py": "def go():\n    from .c import helper\n    return helper()\n",
+        "pkg/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
+                    "def helper():\n    from . import a\n    return a\n",
+        "pkg/d.py": "import pkg.a\nfrom pkg.c import helper\n",
+    })
+    graph = import_graph(modules)
+    assert graph["pkg"] == {"pkg.a": 1}
+    assert graph["pkg.c"] == {"pkg.a": 5}  # the TYPE_CHECKING import of b is no edge
+    assert graph["pkg.d"] == {"pkg.a": 1, "pkg.c": 2}
+    (component,) = strongly_connected(graph)
+    assert component == {"pkg.a", "pkg.b", "pkg.c"}
+    assert cycle_chain(component, graph, modules) == "pkg.a (pkg/a.py:2) -> pkg.b (pkg/b.py:2) -> pkg.c (pkg/c.py:5) -> pkg.a"
+
+
+def test_an_acyclic_graph_has_no_component():
+    assert strongly_connected({"a": {"b": 1, "c": 1}, "b": {"c": 1}, "c": {}}) == []
+    assert strongly_connected({"a": {"b": 1}, "b": {"a": 1}, "c": {"a": 1}}) == [{"a", "b"}]
+
+
+def test_the_reason_for_a_long_module_is_read_from_its_top(tmp_path):
+    assert REASON in top_text(f'"""Many things.\n\n{REASON} the\nparts share state."""\nx = 1\n')
+    assert REASON in top_text(f'"""Many things."""\n# {REASON} it must.\nx = 1\n')
+    assert REASON not in top_text(f'"""Many things."""\nx = 1\n# {REASON} too late.\n')
+    modules = write_package(tmp_path, {
+        "structret/long.py": "x = 1\n" * 401,
+        "structret/said.py": f"# {REASON} of x.\n" + "x = 1\n" * 401,
+        "structret/short.py": "x = 1\n" * 400,
+    })
+    assert long_modules(modules) == {"structret/long.py": 401}
+
+
+def test_core_naming_a_plugin_is_found(tmp_path):
+    modules = write_package(tmp_path, {
+        "structret/a.py": "from structret_code.extractors import X\n",
+        "structret/b.py": "def f():\n    import structret_objectives.masking\n",
+        "structret/c.py": "import importlib\nimportlib.import_module('structret_code.plugin')\n",
+        "structret/d.py": "TARGET = 'structret_code.extractors:PythonTokenize'\n",
+        "structret/ok.py": "import structret.records\nNAME = 'structret_decided'\n",
+        "structret_code/e.py": "import structret_objectives\n",  # plugins may use each other
+    })
+    assert core_plugin_imports(modules) == [
+        "structret/a.py:1: imports structret_code.extractors",
+        "structret/b.py:2: imports structret_objectives.masking",
+        "structret/c.py:2: names 'structret_code.plugin'",
+        "structret/d.py:1: names 'structret_code.extractors:PythonTokenize'",
+    ]
