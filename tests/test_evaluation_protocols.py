@@ -4,11 +4,12 @@ import math
 from pathlib import Path
 
 import pytest
+from _tiny_models import one_torch_thread, tiny_bert_dir  # noqa: F401  (fixtures)
 
 from structret.bench import run_bench
 from structret.data import load_dataset
 from structret.errors import PluginError
-from structret.evaluation import EvaluationError, evaluate, make_protocol, task_of
+from structret.evaluation import EvaluationError, evaluate, evaluate_retriever, make_protocol, task_of
 from structret.evaluation.protocols import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_COLUMN
 from structret.records import (
     CODE_SEARCH,
@@ -101,6 +102,21 @@ def test_evaluate_gives_the_bench_numbers(fresh_registry):
     row = run_bench(dataset, ["bm25"], show_progress=False).rows["bm25"]
     assert list(by_name) == [POOL_COLUMN, CSN_COLUMN, CSN_QUERY_COLUMN]
     assert by_name == by_object == {c: row[c] for c in by_name} == {c: 1.0 for c in by_name}
+
+
+def test_evaluate_scores_a_dense_retriever_object_as_bench_scores_it(fresh_registry, tiny_bert_dir):
+    from structret.retrieval import DenseRetriever, make_retriever
+
+    dataset = load_dataset(f"beir:{DATA / 'beir'}", split="test")
+    retriever = make_retriever("hf-encoder", model=str(tiny_bert_dir), show_progress=False)
+    assert isinstance(retriever, DenseRetriever)
+    scores = evaluate(retriever, dataset, show_progress=False)
+    again = make_retriever("hf-encoder", model=str(tiny_bert_dir), show_progress=False)
+    protocol = make_protocol(dataset)
+    row = evaluate_retriever(protocol, again, "tiny", announce=False)
+    assert list(scores) == protocol.columns == ["nDCG@10", "R@100", "MRR@10"]
+    assert scores == pytest.approx({c: row[c] for c in scores})
+    assert all(0 <= v <= 1 for v in scores.values())
 
 
 def test_evaluate_reports_a_measure_the_data_is_too_small_for_as_nan(fresh_registry):
