@@ -661,10 +661,12 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     queries. Measured on 2 cores: 2.6 min on a quiet machine, 9 min when the cores were
     shared with other jobs; almost all of it is MiniLM encoding the functions.
 
-    Code-search data (one document per query) gets MRR@100 over the full pool
+    Each dataset is scored with the protocol of the task its reader declares:
+    code search (one document per query) gets MRR@100 over the full pool
     (CodeXGLUE Adv / SANTA) and CodeSearchNet's 999-distractor MRR; graded data
     (ESCI) gets reranking NDCG with the two- and four-class gains; other qrels get
-    nDCG@10 and R@100.
+    nDCG@10, R@100 and MRR@10 (or the dataset's own measures). A plugin adds a task
+    with its protocol ('structret plugins --kind protocol' lists them).
 
     With --recipe, each recipe is trained on every --data's train split (then
     --finetune), scored on its test split: rows = systems, columns = dataset x metric.

@@ -134,3 +134,19 @@ def register_objectives(register):
     model. ``--objective a+0.5*b`` sums the weighted losses; at most one contrastive and
     one corruption objective per run.
     """
+
+
+@hookspec
+def register_protocols(register):
+    """Register evaluation protocols, one per task a dataset can declare.
+
+    Name: the task (``Dataset.task``, e.g. ``code-search``); ``structret bench``,
+    suites and ``structret.evaluation.evaluate`` evaluate a dataset with the protocol
+    registered under its task. Target: a class, called as ``Protocol(dataset, limit)``
+    (``limit``: the first N queries, or ``None``), with ``name`` (the table title),
+    ``columns`` (its measures, in order), ``notes`` (sentences for under the table),
+    ``sizes`` (``{"queries": n, ...}``), ``doc_texts``, ``bind(document, query)``
+    (how the system reads records and queries; sets ``doc_texts``),
+    ``query_texts()`` and ``evaluate(retriever) -> {column: value or None}``. The
+    full contract is ``structret.evaluation.protocols.EvaluationProtocol``.
+    """

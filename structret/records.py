@@ -137,6 +137,14 @@ class ReadStats:
         return line
 
 
+# The tasks of the built-in readers (``Dataset.task``). Each names the evaluation protocol
+# registered under it through the ``register_protocols`` hook (structret.evaluation).
+CODE_SEARCH = "code-search"  # one aligned document per query: full pool + CSN-999 MRR
+GRADED_RERANK = "graded-rerank"  # graded judgements (ESCI): rerank each query's judged documents
+QRELS_RANKING = "qrels-ranking"  # any qrels (BEIR, Debian test): rank the whole corpus
+PRETRAINING = "pretraining"  # a corpus to train on, nothing to evaluate (no protocol has this name)
+
+
 @dataclass
 class Dataset:
     """A retrieval dataset: a corpus, queries, graded qrels, and how it was read.
@@ -144,6 +152,11 @@ class Dataset:
     ``pairs`` lists (query id, document id) in file order for datasets where each
     query comes with exactly one aligned document (code search); protocols such as
     CodeSearchNet's 999-distractor MRR need that order.
+
+    ``task`` names how the data is evaluated: the evaluation protocol registered under
+    that name (``CODE_SEARCH``, ``GRADED_RERANK``, ``QRELS_RANKING`` or a plugin's own).
+    A reader written before tasks leaves it ``None``; the task is then inferred from
+    the fields (``structret.evaluation.task_of``).
     """
 
     name: str
@@ -158,3 +171,4 @@ class Dataset:
     # the measures a paper reports on this data (ir-measures names, e.g. ["R@100", "nDCG@50"]);
     # None: the protocol's defaults
     metrics: list[str] | None = None
+    task: str | None = None

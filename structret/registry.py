@@ -35,6 +35,7 @@ KINDS: dict[str, str] = {
     "extractor": "register_extractors",
     "linearizer": "register_linearizers",
     "objective": "register_objectives",
+    "protocol": "register_protocols",
 }
 
 
@@ -223,6 +224,7 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "extractor": ("extract",),
     "linearizer": ("linearize",),
     "objective": ("name", "role", "check"),
+    "protocol": ("name", "columns", "notes", "sizes", "doc_texts", "bind", "query_texts", "evaluate"),
 }
 
 

@@ -485,7 +485,7 @@ class Runner:
                 "options": {k: v for k, v in options.items() if k != "model"}}
 
     def evaluate(self, system: str, options: dict[str, Any], data: DataSpec) -> dict[str, Any]:
-        from structret.bench import evaluate_retriever, make_protocol
+        from structret.evaluation import evaluate_retriever, make_protocol
 
         key = _hash({"v": CACHE_VERSION, "system": self.system_identity(system, options),
                      "data": data.identity(data.test_split), "limit": self.limit})

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from structret.bench import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_COLUMN, run_bench
+from structret.bench import run_bench
 from structret.data import load_dataset
+from structret.evaluation.protocols import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_COLUMN
 from structret.records import CodeRecord, Dataset, Query, ReadStats
 
 DATA = Path(__file__).parent / "data"

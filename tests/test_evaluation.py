@@ -6,7 +6,6 @@ import pytest
 from structret.evaluation import (
     EvaluationError,
     ProtocolNotApplicable,
-    _integer_gains,
     csn_mrr,
     evaluate_run,
     full_pool_ranks,
@@ -14,6 +13,7 @@ from structret.evaluation import (
     mrr,
     rerank_run,
 )
+from structret.evaluation.metrics import _integer_gains
 
 ESCI_LABELS = {3: "E", 2: "S", 1: "C", 0: "I"}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import CodeRecord, Dataset, Query, ReadStats
+from structret.records import CODE_SEARCH, CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._docstring import strip_python_docstring
 from structret_datasets._rows import (
@@ -122,4 +122,5 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
         qrels[qid] = {docid: 1}
         pairs.append((qid, docid))
 
-    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, pairs=pairs)
+    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, pairs=pairs,
+                   task=CODE_SEARCH)

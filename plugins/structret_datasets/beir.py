@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import Dataset, Query, ReadStats, TextRecord
+from structret.records import QRELS_RANKING, Dataset, Query, ReadStats, TextRecord
 
 from structret_datasets._rows import LIMIT_OPTION, BadRow, check_options, field_limit, get_id, get_str, iter_jsonl
 
@@ -140,4 +140,4 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
             queries[qid] = query
         else:
             stats.leave_out(f"no qrels in split '{split}'")
-    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats)
+    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, task=QRELS_RANKING)

@@ -14,7 +14,7 @@ import os
 import re
 
 from structret.errors import DataError
-from structret.records import CodeRecord, Dataset, Query, ReadStats
+from structret.records import CODE_SEARCH, CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._docstring import strip_python_docstring
 from structret_datasets._rows import (
@@ -168,4 +168,5 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
             qrels[rid] = {rid: 1}
             pairs.append((rid, rid))
 
-    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, pairs=pairs)
+    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, pairs=pairs,
+                   task=CODE_SEARCH)

@@ -89,7 +89,7 @@ import zlib
 from collections.abc import Iterator
 
 from structret.errors import DataError
-from structret.records import Dataset, ItemRecord, Query, ReadStats
+from structret.records import CODE_SEARCH, QRELS_RANKING, Dataset, ItemRecord, Query, ReadStats
 
 from structret_datasets._rows import LIMIT_OPTION, BadRow, check_choice, check_options, field_limit, too_long
 
@@ -410,20 +410,24 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     check_options(READER, options, OPTIONS)
     split = check_choice(READER, "split", split or "all", ("all", "test", "train"))
     corpus, queries, pairs, stats = _read_catalog(path, options)
+    # all and train are (synopsis, package) pairs, evaluated as code search is; test ranks
+    # the whole catalog against its qrels with ATTEMPT's measures
     if split == "all":
         return Dataset(name=READER, corpus=corpus, queries=queries, qrels={n: {n: 1} for n in corpus},
-                       stats=stats, pairs=pairs)
+                       stats=stats, pairs=pairs, task=CODE_SEARCH)
     test = {name for name in corpus if is_test(name)}
     if split == "test":
         # every package stays in the corpus (all used): the test queries rank the whole catalog
         return Dataset(name=READER, corpus=corpus, queries={n: queries[n] for n in corpus if n in test},
-                       qrels={n: {n: 1} for n in corpus if n in test}, stats=stats, metrics=METRICS)
+                       qrels={n: {n: 1} for n in corpus if n in test}, stats=stats, metrics=METRICS,
+                       task=QRELS_RANKING)
     if test:
         stats.leave_out("test-split package", len(test))
     stats.used -= len(test)
     kept = {n: r for n, r in corpus.items() if n not in test}
     return Dataset(name=READER, corpus=kept, queries={n: queries[n] for n in kept},
-                   qrels={n: {n: 1} for n in kept}, stats=stats, pairs=[(q, d) for q, d in pairs if q in kept])
+                   qrels={n: {n: 1} for n in kept}, stats=stats, pairs=[(q, d) for q, d in pairs if q in kept],
+                   task=CODE_SEARCH)
 
 
 def _read_catalog(path: str, options: dict) -> tuple[dict, dict, list, ReadStats]:

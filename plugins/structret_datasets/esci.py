@@ -64,7 +64,7 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import Dataset, ItemRecord, Query, ReadStats
+from structret.records import GRADED_RERANK, PRETRAINING, Dataset, ItemRecord, Query, ReadStats
 
 from structret_datasets._rows import (
     LIMIT_OPTION,
@@ -353,6 +353,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
         stats=stats,
         labels={level: name for name, level in LEVELS.items()},
         default_gains="esci-paper",
+        task=GRADED_RERANK,
     )
 
 
@@ -397,4 +398,4 @@ def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Da
             continue
         stats.use()
         corpus[pid] = item
-    return Dataset(name=SANTA_READER, corpus=corpus, queries={}, qrels={}, stats=stats)
+    return Dataset(name=SANTA_READER, corpus=corpus, queries={}, qrels={}, stats=stats, task=PRETRAINING)

@@ -1,4 +1,5 @@
 from structret import hookimpl
+from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING
 
 
 @hookimpl
@@ -36,4 +37,25 @@ def register_datasets(register):
         "beir",
         "structret_datasets.beir:read",
         help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
+    )
+
+
+@hookimpl
+def register_protocols(register):
+    # the readers above declare these tasks (Dataset.task); a plugin with a new task
+    # registers its protocol the same way
+    register(
+        CODE_SEARCH,
+        "structret.evaluation.protocols:CodeSearch",
+        help="one aligned document per query: MRR@100 over the full pool, CodeSearchNet's 999-distractor MRR",
+    )
+    register(
+        GRADED_RERANK,
+        "structret.evaluation.protocols:GradedRerank",
+        help="graded judgements (ESCI): each query reranks its judged documents, NDCG@100 two- and four-class",
+    )
+    register(
+        QRELS_RANKING,
+        "structret.evaluation.protocols:QrelsRanking",
+        help="any qrels (BEIR, Debian test): the whole corpus ranked, nDCG@10, R@100, MRR@10 or the dataset's measures",
     )

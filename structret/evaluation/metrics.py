@@ -1,6 +1,7 @@
-"""Retrieval metrics and the papers' evaluation protocols.
+"""Retrieval measures, gain maps and the papers' ranking procedures.
 
-Two kinds of evaluation live here:
+These are the building blocks; ``structret.evaluation.protocols`` assembles them into
+the protocol each dataset's task names. Two kinds of evaluation live here:
 
 * ``evaluate_run`` scores a TREC-style run against graded qrels through ir-measures
   (pytrec_eval underneath), with named gain maps such as ESCI's.
