@@ -158,3 +158,6 @@ class Dataset:
     # the measures a paper reports on this data (ir-measures names, e.g. ["R@100", "nDCG@50"]);
     # None: the protocol's defaults
     metrics: list[str] | None = None
+    # (spec, split, reader options) when read by structret.load_dataset, so that another split
+    # of the same data can be read (build_index, evaluate) and train can be given the spec
+    source: tuple[str, str | None, dict] | None = None

@@ -15,7 +15,6 @@ def load_dataset(spec: str, split: str | None = None, **options: Any) -> Dataset
     from structret.data import load_dataset as read
 
     dataset = read(spec, split=split, options=options)
-    # where it came from: build_index, evaluate and train may ask for another split of it
     dataset.source = (spec, split, dict(options))
     return dataset
 
@@ -25,7 +24,7 @@ def dataset_split(data: Dataset | str, split: str | None) -> Dataset:
     holds another split is read again with ``split``; any other Dataset is used as it is."""
     if isinstance(data, str):
         return load_dataset(data, split)
-    source = getattr(data, "source", None)
-    if split is not None and source is not None and source[1] != split:
-        return load_dataset(source[0], split, **source[2])
+    if split is not None and data.source is not None and data.source[1] != split:
+        spec, _, options = data.source
+        return load_dataset(spec, split, **options)
     return data

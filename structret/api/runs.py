@@ -87,9 +87,8 @@ def train(recipe: str | None = None, *, data: str | Dataset | None = None, out: 
 
 
 def _spec_of(dataset: Dataset) -> tuple[str, str | None, dict]:
-    source = getattr(dataset, "source", None)
-    if source is None:
+    if dataset.source is None:
         raise StructretError(f"train reads its data itself, from a FORMAT:PATH spec; the dataset "
                              f"'{dataset.name}' was not loaded with structret.load_dataset, so its spec is unknown. "
                              f"Pass data='FORMAT:PATH'.")
-    return source
+    return dataset.source
