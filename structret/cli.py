@@ -278,19 +278,12 @@ def _read(data, split, data_options, *, need=("documents",)):
     return dataset
 
 
-def _backbone(backbone, model, options=(), verify=True):
-    """The encoder, and how it reads records (a trained run's text_format, else ``text()``)."""
+def _model(backbone, model, options=()):
+    """The model to encode with (structret.api): ``backbone``, or the run ``--model`` names."""
+    from structret.api import open_model
     from structret.data import parse_options
-    from structret.linearization import TextFormat
-    from structret.retrieval import trained_model
 
-    trained = trained_model(model, verify=verify) if model else None
-    text_format = TextFormat()
-    if trained is not None:  # --model RUN: the backbone the run trained, with its final weights
-        backbone, model, recipe = trained
-        text_format = TextFormat.of_recipe(recipe)
-    options = {**parse_options(options), **({"model": model} if model else {})}
-    return get_registry().create("backbone", backbone, **options), text_format
+    return open_model(backbone, model, parse_options(options))
 
 
 @cli.command()
@@ -324,38 +317,17 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
       # one shard per process: RANK of WORLD_SIZE
       accelerate launch --num_processes 2 $(which structret) encode --data codesearchnet:big.jsonl.gz --out runs/emb
     """
-    from pathlib import Path
-
-    from structret.embeddings import encode_resumably, fingerprint, parse_shard, shard_from_env
+    from structret.api import encode_dataset
+    from structret.embeddings import parse_shard, shard_from_env
 
     chosen = parse_shard(shard) if shard else shard_from_env()
     _preflight(data=[data], backbone=backbone, model=model, backbone_options=backbone_options)
     if chosen is not None and not shard:
         click.echo(f"encoding shard {chosen} (RANK/WORLD_SIZE of the launcher)", err=True)
     dataset = _read(data, split, data_options, need=(what,))
-    encoder, text_format = _backbone(backbone, model, backbone_options)
-    records = dataset.corpus if what == "documents" else dataset.queries
-    all_ids = list(records)
-    start, end = chosen.rows(len(all_ids)) if chosen else (0, len(all_ids))
-    ids = all_ids[start:end]
-    form = text_format.document if what == "documents" else text_format.query
-    texts = [form(records[i]) for i in ids]
-    kind = "query" if what == "queries" else "document"
-    meta = {"what": what, "backbone": backbone, "model": encoder.name, "model_override": model,
-            "backbone_options": sorted(backbone_options), "data": data, "split": split, "text_format": text_format.name, "text_format_options": text_format.options,
-            "corpus": {"count": len(all_ids), "ids_sha256": fingerprint(all_ids)}}
-    if chosen is not None:
-        meta.update(shard=[chosen.index, chosen.count], rows=[start, end])
-    target = Path(out) / chosen.dirname if chosen else Path(out)
-    report = encode_resumably(
-        target, ids, texts, lambda batch: encoder.encode(batch, kind=kind, batch_size=batch_size, show_progress=True),
-        meta, chunk_rows=chunk_rows, with_texts=what == "documents")
-    part = f" (shard {chosen}: rows {start} to {end} of {len(all_ids)})" if chosen else ""
-    if report.already_complete:
-        click.echo(f"{target} already holds these {len(ids)} {what} vectors{part}; nothing to do")
-        return
-    resumed = f"; {report.chunks_reused} of {report.chunks} chunks were already done" if report.chunks_reused else ""
-    click.echo(f"wrote {len(ids)} {what} vectors of dim {report.dim} to {target}{part}{resumed}")
+    result = encode_dataset(_model(backbone, model, backbone_options), dataset, out, what=what, shard=chosen,
+                            chunk_rows=chunk_rows, batch_size=batch_size, data=data, split=split)
+    click.echo(result.summary())
 
 
 @cli.command()
@@ -388,8 +360,8 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
       structret index --embeddings runs/emb --index hnsw --out runs/idx            # all shards in runs/emb
       structret index --embeddings a/emb --embeddings b/emb --out runs/idx          # shards from two machines
     """
+    from structret.api import build_index, index_embeddings
     from structret.data import parse_options
-    from structret.embeddings import collect_parts, concatenate_texts, write_texts
 
     if (not embeddings) == (data is None):
         raise click.UsageError("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH")
@@ -397,38 +369,19 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
         raise click.UsageError("--no-verify skips the checks of --embeddings folders; with --data there are none")
     if embeddings:
         _preflight(index=index_name, index_options=index_options)
-        parts = collect_parts(embeddings, verify=not no_verify)
-        meta = parts[0].meta
-        backbone, model_name, model = meta["backbone"], meta["model"], meta.get("model_override")
-        idx = get_registry().create("index", index_name, int(meta["dim"]), metric=metric,
-                                    **parse_options(index_options))
-        count = 0
-        for part in parts:  # one shard in memory at a time
-            ids = part.ids()
-            idx.add(ids, part.vectors())
-            count += len(ids)
-        # "embeddings": what a rebuild starts from, for the messages about a damaged index
-        idx.save(out, meta={"model": model_name, "backbone": backbone, "model_override": model,
-                            "embeddings": [str(e) for e in embeddings]})
-        # the texts travel with the index (listed in its checksums) so 'structret search' can show what it found
-        concatenate_texts(parts, out)
-        shards = f" from {len(parts)} shards" if len(parts) > 1 else ""
+        count, parts = index_embeddings(embeddings, out, kind=index_name, metric=metric, verify=not no_verify,
+                                        **parse_options(index_options))
+        shards = f" from {parts} shards" if parts > 1 else ""
         click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
         return
     _preflight(data=[data], backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
                index_options=index_options)
     # an empty index would answer every search with nothing, and exit 0
     dataset = _read(data, split, data_options, need=("documents",))
-    encoder, text_format = _backbone(backbone, model, backbone_options)
-    ids = list(dataset.corpus)
-    texts = [text_format.document(r) for r in dataset.corpus.values()]
-    vectors = encoder.encode(texts, kind="document", batch_size=batch_size, show_progress=True)
-    idx = get_registry().create("index", index_name, int(vectors.shape[1]), metric=metric,
-                                **parse_options(index_options))
-    idx.add(ids, vectors)
-    idx.save(out, meta={"model": encoder.name, "backbone": backbone, "model_override": model})
-    write_texts(out, ids, texts)
-    click.echo(f"indexed {len(ids)} vectors ({index_name}, {metric}) in {out}")
+    built = build_index(_model(backbone, model, backbone_options), dataset, kind=index_name, metric=metric,
+                        batch_size=batch_size, **parse_options(index_options))
+    built.save(out)
+    click.echo(f"indexed {len(built)} vectors ({index_name}, {metric}) in {out}")
 
 
 @cli.command()
@@ -449,27 +402,20 @@ def search(index_dir, queries, k, lines, no_verify):
     Example:
       structret search runs/idx "read a config file" "parse a date" -k 5
     """
-    from structret.artifacts import read_meta, verified
-    from structret.embeddings import read_index_texts
-    from structret.indexing import load_index
+    from structret.api import load_index
 
-    verify = not no_verify
-    with verified(index_dir, verify=verify):  # checked once, though read three times
-        meta = read_meta(index_dir)
-        if not meta.get("backbone"):
-            raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
-        encoder, text_format = _backbone(meta["backbone"], meta.get("model_override"), verify=verify)
-        idx = load_index(index_dir, expect_model=encoder.name, verify=verify)
-        texts, why_not = read_index_texts(index_dir, verify=verify) if lines else ({}, None)
-    if why_not:
-        click.echo(f"warning: {why_not}", err=True)
-    scores, ids = idx.search(encoder.encode([text_format.query(q) for q in queries], kind="query"), k)
-    for query, row_scores, row_ids in zip(queries, scores, ids):
+    found = load_index(index_dir, verify=not no_verify, texts=lines > 0)
+    if not found.meta.get("backbone"):
+        raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
+    model = found.model  # loaded (and checked against the index) before any query is encoded
+    if found.texts_note:
+        click.echo(f"warning: {found.texts_note}", err=True)
+    for query, hits in zip(queries, found.search(model, list(queries), k)):
         click.secho(f"query: {query}", bold=True)
-        for rank, (score, doc_id) in enumerate(zip(row_scores, row_ids), 1):
-            click.echo(f"{rank:>3}. {score:.4f}  {doc_id}")
-            if lines and doc_id in texts:
-                for line in texts[doc_id].splitlines()[:lines]:
+        for rank, hit in enumerate(hits, 1):
+            click.echo(f"{rank:>3}. {hit.score:.4f}  {hit.id}")
+            if lines and hit.text is not None:
+                for line in hit.text.splitlines()[:lines]:
                     click.echo(f"       {line}")
 
 
@@ -494,7 +440,7 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
 
     _preflight(data=[data], backbone=backbone, model=model, backbone_options=backbone_options)
     dataset = _read(data, split, data_options, need=("documents", "queries", "judgments"))
-    encoder = _backbone(backbone, model, backbone_options)[0]
+    encoder = _model(backbone, model, backbone_options).backbone
     report = mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
                             batch_size=batch_size)
     click.echo(report.summary())
@@ -518,22 +464,14 @@ def new_model(data, split, data_options, backbone, options, out):
       structret new-model --data codesearchnet:stdlib.jsonl.gz --split train --option linearizer=dfs --out init-dfs
       structret train --recipe khan-jang-dfs --model init-dfs --data codesearchnet:stdlib.jsonl.gz --out runs/kj-dfs
     """
-    import inspect
-
+    from structret.api.models import check_from_scratch, new_model as create
     from structret.data import parse_options
 
     _preflight(data=[data], backbone=backbone, backbone_options=options)
-    entry = get_registry().get("backbone", backbone)
-    if "texts" not in inspect.signature(entry.load()).parameters:
-        raise StructretError(
-            f"backbone '{backbone}' starts from pretrained weights, so there is no fresh model to create; "
-            f"pass it to 'structret train' directly (new-model is for backbones such as informed-transformer)."
-        )
+    check_from_scratch(backbone)  # before the data is read
     dataset = _read(data, split, data_options)
-    texts = [r.text() for r in dataset.corpus.values()] + [q.text for q in dataset.queries.values()]
-    model = get_registry().create("backbone", backbone, texts=texts, **parse_options(options))
-    model.save_pretrained(out)
-    click.echo(f"wrote a fresh {backbone} to {out} (tokenizer learned from {len(texts)} texts)")
+    count = create(backbone, dataset, out, parse_options(options))
+    click.echo(f"wrote a fresh {backbone} to {out} (tokenizer learned from {count} texts)")
 
 
 # --- train ---------------------------------------------------------------------------

@@ -143,6 +143,18 @@ def _same_model(recorded: str, expected: str) -> bool:
     return False
 
 
+def check_same_model(path: str | os.PathLike, recorded: str | None, expected: str | None) -> None:
+    """ArtifactError unless the index at ``path``, built with vectors from ``recorded``, may be
+    searched with queries encoded by ``expected`` (either unknown: nothing to check)."""
+    # an index saved without a model (from the Python API) cannot be checked
+    if expected is not None and recorded is not None and not _same_model(recorded, expected):
+        raise ArtifactError(
+            f"the index at {path} was built with vectors from {recorded!r}, but the queries would be "
+            f"encoded with {expected!r}; scores between different models mean nothing. Use "
+            f"--model {recorded} for the queries, or rebuild the index with {expected!r}."
+        )
+
+
 def load_index(path: str | os.PathLike, *, expect_model: str | None = None, verify: bool = True) -> "Index":
     """Load a saved index of any registered kind.
 
@@ -159,13 +171,6 @@ def load_index(path: str | os.PathLike, *, expect_model: str | None = None, veri
         name = meta.get("index")
         if not isinstance(name, str):
             raise ArtifactError(f"{Path(path) / 'structret.json'} does not say which index it holds ('index' is missing).")
-        recorded = meta.get("model")
-        # an index saved without a model (from the Python API) cannot be checked
-        if expect_model is not None and recorded is not None and not _same_model(recorded, expect_model):
-            raise ArtifactError(
-                f"the index at {path} was built with vectors from {recorded!r}, but the queries would be "
-                f"encoded with {expect_model!r}; scores between different models mean nothing. Use "
-                f"--model {recorded} for the queries, or rebuild the index with {expect_model!r}."
-            )
+        check_same_model(path, meta.get("model"), expect_model)
         index_class = get_registry().get("index", name).load()
         return index_class.load(path)

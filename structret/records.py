@@ -172,3 +172,6 @@ class Dataset:
     # None: the protocol's defaults
     metrics: list[str] | None = None
     task: str | None = None
+    # (spec, split, reader options) when read by structret.load_dataset, so that another split
+    # of the same data can be read (build_index, evaluate) and train can be given the spec
+    source: tuple[str, str | None, dict] | None = None

@@ -402,20 +402,18 @@ class Runner:
 
     def init_model(self, backbone: str, options: str, data: DataSpec) -> str:
         """A fresh from-scratch model whose tokenizer is learned from the training split (cached)."""
+        from structret.api.models import new_model
         from structret.data import load_dataset
         from structret.recipes import parse_options_field
-        from structret.registry import get_registry
 
         directory = self.root / "init" / _hash({"v": CACHE_VERSION, "backbone": backbone, "options": options,
                                                  "data": data.identity(data.train_split)})
         if (directory / "config.json").is_file():
             return str(directory)
         dataset = load_dataset(data.spec, split=data.train_split, options=data.options)
-        texts = [r.text() for r in dataset.corpus.values()] + [q.text for q in dataset.queries.values()]
-        print(f"  new {backbone} ({options}) from {len(texts)} training texts -> {directory}", file=sys.stderr)
-        model = get_registry().create("backbone", backbone, texts=texts, **parse_options_field(options))
         tmp = directory.with_name(directory.name + ".tmp")
-        model.save_pretrained(tmp)
+        count = new_model(backbone, dataset, str(tmp), parse_options_field(options))
+        print(f"  new {backbone} ({options}) from {count} training texts -> {directory}", file=sys.stderr)
         os.replace(tmp, directory)
         return str(directory)
 

@@ -1,0 +1,177 @@
+"""Models by name: a registered backbone, a run of ``structret train``, or a hub id / model folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from structret.errors import PluginError, StructretError
+from structret.records import Query
+from structret.registry import get_registry
+
+KINDS = ("query", "document")
+
+
+class Model:
+    """A backbone plugin plus how it reads records (the text format a trained run used).
+
+    ``encode_query`` / ``encode_document`` follow sentence-transformers: a list gives a
+    float32 matrix ``[n, dim]``, a single string (or record) a vector ``[dim]``.
+    """
+
+    def __init__(self, backbone: Any, *, backbone_name: str, model: str | None = None,
+                 options: dict[str, Any] | None = None, text_format: Any = None):
+        from structret.linearization import TextFormat
+
+        self.backbone = backbone  # the plugin object (structret.interfaces.Backbone)
+        self.backbone_name = backbone_name  # the registered name: minilm, hf-encoder, t5, ...
+        self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
+        self.options = dict(options or {})  # what went to the backbone factory besides model=
+        self.text_format = text_format if text_format is not None else TextFormat()
+
+    @property
+    def name(self) -> str:
+        """The model id or path the vectors come from, as index metadata records it."""
+        return self.backbone.name
+
+    @property
+    def dim(self) -> int:
+        return int(self.backbone.dim)
+
+    def text(self, item: Any, kind: str) -> str:
+        """What the backbone reads for ``item``: a record in the model's text format; a
+        document string as it is; a query string through the text format (as search does)."""
+        if kind == "query":
+            return self.text_format.query(item)
+        return item if isinstance(item, str) else self.text_format.document(item)
+
+    def encode(self, texts: str | Any | Sequence[Any], kind: str = "document", *, batch_size: int = 32,
+               show_progress: bool = False):
+        """float32 ``[n, dim]`` for a list of strings or records (``[dim]`` for a single one)."""
+        if kind not in KINDS:
+            raise StructretError(f"kind={kind!r}: encode 'query' or 'document' texts.")
+        single = isinstance(texts, str) or not isinstance(texts, Iterable) or isinstance(texts, Query)
+        items = [texts] if single else list(texts)
+        vectors = self.backbone.encode([self.text(x, kind) for x in items], kind=kind, batch_size=batch_size,
+                                       show_progress=show_progress)
+        return vectors[0] if single else vectors
+
+    def encode_query(self, texts, *, batch_size: int = 32, show_progress: bool = False):
+        """Queries (strings or ``Query`` records) as vectors."""
+        return self.encode(texts, "query", batch_size=batch_size, show_progress=show_progress)
+
+    def encode_document(self, texts, *, batch_size: int = 32, show_progress: bool = False):
+        """Documents (strings, or records formatted with the model's text format) as vectors."""
+        return self.encode(texts, "document", batch_size=batch_size, show_progress=show_progress)
+
+    def option_strings(self) -> list[str]:
+        """The factory options as sorted ``key=value`` strings, as embeddings metadata keys them."""
+        def show(value):
+            return str(value).lower() if isinstance(value, bool) else str(value)
+        return sorted(f"{key}={show(value)}" for key, value in self.options.items())
+
+    def __repr__(self) -> str:
+        fmt = f", text_format={self.text_format.name!r}" if self.text_format.name else ""
+        return f"Model({self.name!r}, backbone={self.backbone_name!r}, dim={self.dim}{fmt})"
+
+
+def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Model:
+    """A model to encode with.
+
+    ``name_or_path`` is a registered backbone (``minilm``; ``model=`` then overrides its
+    weights), a run directory or checkpoint of ``structret train`` (its backbone, final
+    weights and text format), or a Hugging Face hub id / local model folder (a T5-family
+    config gives the ``t5`` backbone, anything else ``hf-encoder``). ``options`` go to the
+    backbone factory (``dtype="fp32"``, ``max_length=128``, ...). ``verify=False`` loads a
+    run whose files do not match its checksums.json (a warning says so).
+
+    Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
+    ModelLoadError when the weights cannot be loaded.
+    """
+    registry = get_registry()
+    model = options.pop("model", None)
+    if registry.has("backbone", name_or_path):
+        return open_model(name_or_path, model, options, verify=verify)
+    if model is not None:
+        registry.get("backbone", name_or_path)  # model= goes with a backbone name: say which ones exist
+    looks_like_path = Path(name_or_path).exists() or "/" in str(name_or_path)
+    if not looks_like_path:
+        try:
+            registry.get("backbone", name_or_path)
+        except PluginError as exc:
+            raise PluginError(f"{exc} A run directory of 'structret train', a model folder or a hub id "
+                              f"(org/name) also works.") from None
+    return open_model(None, str(name_or_path), options, verify=verify)
+
+
+def open_model(backbone: str | None, model: str | None = None, options: dict[str, Any] | None = None, *,
+               verify: bool = True) -> Model:
+    """``backbone`` (None: guessed from the model's config) with weights ``model``, which may be
+    a run of ``structret train``: then the run's backbone, weights and text format are used."""
+    from structret.linearization import TextFormat
+    from structret.retrieval import trained_model
+
+    options = dict(options or {})
+    trained = trained_model(model, verify=verify) if model else None
+    text_format = TextFormat()
+    if trained is not None:
+        backbone, weights, recipe = trained
+        text_format = TextFormat.of_recipe(recipe)
+    else:
+        weights = model
+        if backbone is None:
+            backbone = _family(model)
+    made = get_registry().create("backbone", backbone, **options, **({"model": weights} if weights else {}))
+    # model: what was asked for (the run, not its final/ folder), so an index can reopen it
+    return Model(made, backbone_name=backbone, model=model, options=options, text_format=text_format)
+
+
+def _family(model: str) -> str:
+    """``t5`` for a T5-family config (t5, mt5, codet5, ...), else ``hf-encoder``."""
+    config = _config(model)
+    kind = str(config.get("model_type", "")).lower()
+    architectures = config.get("architectures") or []
+    return "t5" if "t5" in kind or any("T5" in str(a) for a in architectures) else "hf-encoder"
+
+
+def _config(model: str) -> dict:
+    file = Path(model) / "config.json"
+    if not file.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model, "config.json")
+        except Exception:  # not a valid repo id: the backbone's loader says what is wrong
+            cached = None
+        if not isinstance(cached, str):
+            return {}  # not cached: hf-encoder's loader fetches it or says where it looked
+        file = Path(cached)
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # the backbone's loader reports the damaged config
+    return config if isinstance(config, dict) else {}
+
+
+def new_model(backbone: str, dataset: Any, out: str, options: dict[str, Any] | None = None) -> int:
+    """Write a fresh ``backbone`` (one trained from scratch, such as informed-transformer) to
+    ``out``, its tokenizer learned from ``dataset``'s documents and queries; return how many
+    texts it learned from. A backbone that starts from pretrained weights raises PluginError."""
+    check_from_scratch(backbone)
+    texts = [r.text() for r in dataset.corpus.values()] + [q.text for q in dataset.queries.values()]
+    model = get_registry().create("backbone", backbone, texts=texts, **(options or {}))
+    model.save_pretrained(out)
+    return len(texts)
+
+
+def check_from_scratch(backbone: str) -> None:
+    """PluginError unless ``backbone`` is one new_model can create (its factory takes texts)."""
+    import inspect
+
+    entry = get_registry().get("backbone", backbone)
+    if "texts" not in inspect.signature(entry.load()).parameters:
+        raise PluginError(
+            f"backbone '{backbone}' starts from pretrained weights, so there is no fresh model to create; "
+            f"pass it to 'structret train' directly (new-model is for backbones such as informed-transformer)."
+        )
