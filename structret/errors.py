@@ -19,3 +19,7 @@ class ModelLoadError(StructretError):
 
 class ArtifactError(StructretError):
     """A saved index or embedding file is missing, truncated or does not match."""
+
+
+class TrainingError(StructretError):
+    """A run cannot start or continue as asked."""

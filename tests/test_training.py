@@ -472,7 +472,7 @@ def test_two_processes_give_the_loss_and_gradients_of_one(tmp_path, still_bert_d
 @pytest.mark.parametrize("which", ["bert", "t5"])
 def test_grad_cache_gives_the_gradients_of_the_whole_batch(tmp_path, which, tiny_bert_dir, tiny_t5_sentinels, csn_train,
                                                            monkeypatch):
-    from structret import gradcache
+    from structret.training import gradcache
 
     recipe = _sda_mep(tmp_path, tiny_bert_dir, csn_train)  # dropout 0.1 in the tiny BERT and T5
     if which == "t5":  # MEP on T5: sentinels in, spans out through the decoder
@@ -511,7 +511,7 @@ def test_train_command_takes_grad_cache_chunk(tmp_path, tiny_bert_dir, csn_train
 
 
 def test_grad_cache_needs_a_contrastive_objective(tmp_path, tiny_bert_dir, csn_train):
-    from structret.gradcache import GradCacheError
+    from structret.training.gradcache import GradCacheError
 
     with pytest.raises(GradCacheError, match=r"'mep' has no contrastive objective.*grad_cache_chunk = 0"):
         train(_recipe(tmp_path, tiny_bert_dir, csn_train, objective="mep", grad_cache_chunk=2))

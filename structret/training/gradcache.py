@@ -36,6 +36,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from structret.errors import StructretError
+from structret.training.distributed import all_sum, gather, world
 
 
 class GradCacheError(StructretError):
@@ -122,8 +123,6 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
     """Forward and backward of one training step in chunks of ``size`` texts; returns the
     logs of ``TrainStep.forward``. Gradients are left in the parameters, reduced over
     processes, exactly as ``accelerator.backward(module(batch)[0])`` leaves them."""
-    from structret.training import all_sum, gather, _world  # the trainer imports this module
-
     train_step = accelerator.unwrap_model(module)
     chunks = split(batch, size)
 
@@ -147,7 +146,7 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
                   for side in ("query", "passage")}
         loss = objective.loss(gather(cached["query"]), gather(cached["passage"]))
         # the same world factor as TrainStep.forward: DDP averages the gradients over processes
-        (weight * _world()[1] * loss).backward()
+        (weight * world()[1] * loss).backward()
         logs[objective.name] = loss.detach()
         grads = {side: iter(cached[side].grad.split([len(v) for s, v in vectors if s == side]))
                  for side in cached}

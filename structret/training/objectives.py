@@ -1,0 +1,44 @@
+"""The recipe's objectives, built and checked to fit together."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from structret.recipes import ObjectiveError, Recipe, parse_objectives
+from structret.registry import get_registry
+
+ROLES = ("contrastive", "corruption", "auxiliary")
+
+
+def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
+    """The recipe's objectives, each given the recipe fields its factory accepts by name."""
+    import inspect
+
+    registry = get_registry()
+    values = recipe.to_dict()
+    built = []
+    for name, weight in parse_objectives(recipe.objective):
+        factory = registry.get("objective", name).load()
+        accepted = inspect.signature(factory).parameters
+        built.append((registry.create("objective", name, **{k: v for k, v in values.items() if k in accepted}), weight))
+    for objective, _ in built:
+        if objective.role not in ROLES:
+            raise ObjectiveError(f"objective '{objective.name}' has role {objective.role!r}; the trainer knows "
+                                 f"{', '.join(ROLES)} (see structret.hookspecs.register_objectives).")
+    alone = [o.name for o, _ in built if getattr(o, "standalone", False)]
+    if alone and len(built) > 1:
+        raise ObjectiveError(f"'{recipe.objective}': {alone[0]} turns each passage into several rows, so it runs "
+                             f"alone (pretraining); fine-tune with a contrastive objective in a second run.")
+    for role in ("contrastive", "corruption"):
+        same = [o.name for o, _ in built if o.role == role]
+        if len(same) > 1:
+            why = ("each corrupts the passage its own way, and the passage is encoded once"
+                   if role == "corruption" else "they would score the same pairs twice")
+            raise ObjectiveError(f"'{recipe.objective}' combines {' and '.join(same)}: at most one {role} "
+                                 f"objective per run ({why}).")
+    return built
+
+
+def with_role(objectives: Sequence[tuple[Any, float]], role: str) -> tuple[Any, float] | None:
+    """The first ``(objective, weight)`` with ``role``, or None."""
+    return next(((o, w) for o, w in objectives if o.role == role), None)
