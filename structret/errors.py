@@ -9,6 +9,10 @@ class PluginError(StructretError):
     """A plugin is missing, misnamed, duplicated or broken."""
 
 
+class ContractError(PluginError):
+    """A plugin broke its contract (structret/contracts.py): the message names the plugin and the rule."""
+
+
 class DataError(StructretError):
     """Input data cannot be read at all (a single bad row is skipped and counted instead)."""
 

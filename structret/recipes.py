@@ -145,8 +145,7 @@ def check_plugins(recipe: Recipe) -> None:
     registry = get_registry()
     parse_objectives(recipe.objective)
     registry.check("backbone", recipe.backbone)
-    # "tevatron:" training lines are read by the trainer itself, not by a registered reader
-    if recipe.data and recipe.data.partition(":")[0] != "tevatron":
+    if recipe.data:
         registry.check("dataset", parse_data_spec(recipe.data)[0])
     if recipe.extractor != "auto":
         registry.check("extractor", recipe.extractor)

@@ -92,7 +92,7 @@ class Sequence:
 # the standard library plus torch, transformers, scipy and sympy is a generated benchmark of
 # 425,662 characters; the longest field of Debian bookworm's 63,440 amd64 packages is
 # 75,639; an ESCI product description is listing text of a few thousand characters. It is
-# defined here, not in the reader plugin, because the core's Tevatron reader applies it too.
+# defined here, not in a reader plugin, because every reader applies it.
 MAX_FIELD_CHARS = 1_000_000
 
 
@@ -158,3 +158,6 @@ class Dataset:
     # the measures a paper reports on this data (ir-measures names, e.g. ["R@100", "nDCG@50"]);
     # None: the protocol's defaults
     metrics: list[str] | None = None
+    # query id -> ids of its hard negatives in ``corpus``, in the reader's order (Tevatron
+    # lines carry them); training draws from them with negatives = N
+    negatives: dict[str, list[str]] = field(default_factory=dict)

@@ -25,6 +25,7 @@ holds the process helpers, ``checkpoints`` what a run writes and how it resumes.
   same weights as a run that never stopped (on CPU, same number of processes).
 """
 
+from structret.contracts import ROLES
 from structret.errors import TrainingError
 from structret.training.batches import Batches
 from structret.training.checkpoints import (
@@ -37,15 +38,15 @@ from structret.training.checkpoints import (
     save_model,
 )
 from structret.training.distributed import all_sum, gather, make_accelerator, world
-from structret.training.examples import TEVATRON, Example, examples_from_dataset, load_examples, read_training_pairs
+from structret.training.examples import Example, examples_from_dataset, load_examples
 from structret.training.gradcache import GradCacheError
 from structret.training.loop import create_backbone, train
-from structret.training.objectives import ROLES, build_objectives
+from structret.training.objectives import build_objectives
 from structret.training.step import TrainStep, forward_backward
 
 __all__ = [
-    "Batches", "Example", "GradCacheError", "RESUMABLE_CHANGES", "ROLES", "TEVATRON", "TrainStep", "TrainingError",
+    "Batches", "Example", "GradCacheError", "RESUMABLE_CHANGES", "ROLES", "TrainStep", "TrainingError",
     "all_sum", "build_objectives", "check_resumable", "checkpoints", "create_backbone", "examples_from_dataset",
     "forward_backward", "gather", "load_examples", "load_trainer_state", "make_accelerator", "model_meta",
-    "read_training_pairs", "save_checkpoint", "save_model", "train", "world",
+    "save_checkpoint", "save_model", "train", "world",
 ]

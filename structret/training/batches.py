@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
+from structret.contracts import check_corrupted
 from structret.errors import TrainingError
 from structret.recipes import Recipe
 from structret.training.examples import Example
@@ -24,8 +25,8 @@ class Batches:
     def __init__(self, examples: list[Example], recipe: Recipe, backbone: Any, objectives: Sequence[tuple[Any, float]]):
         self.examples, self.recipe, self.backbone = examples, recipe, backbone
         self.contrastive = with_role(objectives, "contrastive") is not None
-        # auxiliary objectives that need per-passage targets from the records (aspect classes)
-        self.targeted = [o for o, _ in objectives if o.role == "auxiliary" and hasattr(o, "targets")]
+        # auxiliary objectives may build per-passage targets from the records (aspect classes)
+        self.auxiliary = [o for o, _ in objectives if o.role == "auxiliary"]
         corruption = with_role(objectives, "corruption")
         self.corruption = corruption[0] if corruption else None
         self.steps_per_epoch = len(examples) // recipe.batch_size  # the last partial batch is dropped
@@ -79,9 +80,11 @@ class Batches:
                 passages, records, self.backbone, max_length=recipe.passage_max_len,
                 label_max_length=recipe.label_max_len, rngs=rngs,
             )
+            check_corrupted(self.corruption, corrupted, len(passages))
             batch["labels"] = corrupted.pop("labels")
             batch["passage"] = corrupted
-        if self.targeted:
-            batch["targets"] = {o.name: o.targets(records) for o in self.targeted}
+        targets = {o.name: t for o in self.auxiliary if (t := o.targets(records)) is not None}
+        if targets:
+            batch["targets"] = targets
         return batch
 

@@ -17,6 +17,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from structret.artifacts import verify_checksums
+from structret.contracts import check_needs
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
 from structret.recipes import Recipe, parse_options_field, write_recipe
@@ -32,7 +33,7 @@ from structret.training.checkpoints import (
     save_model,
 )
 from structret.training.distributed import make_accelerator
-from structret.training.examples import TEVATRON, load_examples
+from structret.training.examples import load_examples
 from structret.training.objectives import build_objectives, with_role
 from structret.training.step import TrainStep, forward_backward
 
@@ -77,7 +78,7 @@ def train(recipe: Recipe, *, resume: bool = False,
 
     if not recipe.data:
         raise TrainingError(f"no training data: pass --data FORMAT:PATH (e.g. codesearchnet:train.jsonl.gz) "
-                            f"or --data {TEVATRON}:train.jsonl")
+                            f"or --data tevatron:train.jsonl")
     if not recipe.output:
         raise TrainingError("no run directory: pass --out DIR (checkpoints, metrics and the model go there)")
     run = Path(recipe.output)
@@ -111,7 +112,8 @@ def train(recipe: Recipe, *, resume: bool = False,
     base_model = (json.loads((checkpoint / "structret.json").read_text(encoding="utf-8"))["base_model"]
                   if checkpoint is not None else backbone.name)
     for objective, _ in objectives:
-        objective.check(backbone)
+        objective.check(backbone)  # the objective's own sentence first, then the declared needs
+        check_needs(objective, backbone)
     if with_role(objectives, "corruption"):
         backbone.enable_lm()
     examples, stats = load_examples(recipe.data, recipe.split, TextFormat(recipe.text_format, recipe.aspects),
@@ -127,8 +129,7 @@ def train(recipe: Recipe, *, resume: bool = False,
         if without and accelerator.is_main_process:
             print(f"{without} examples without hard negatives left out", file=sys.stderr)
     for objective, _ in objectives:
-        if hasattr(objective, "setup"):  # e.g. value vocabularies of aspect classification
-            objective.setup(examples, backbone)
+        objective.setup(examples, backbone)  # e.g. value vocabularies of aspect classification
     batches = Batches(examples, recipe, backbone, objectives)
     total = batches.total_steps
 
@@ -196,7 +197,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     if accelerator.is_main_process:
         save_model(final, backbone, model_meta(recipe, backbone, base_model, total))
         # what corruption objectives masked and skipped (this process's batches, since start or resume)
-        counts = {o.name: o.report() for o, _ in objectives if hasattr(o, "report")}
+        counts = {o.name: report for o, _ in objectives if (report := o.report())}
         if counts:
             (run / "counts.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
             for name, c in counts.items():

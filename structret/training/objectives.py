@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from structret.contracts import check_objective
 from structret.recipes import ObjectiveError, Recipe, parse_objectives
 from structret.registry import get_registry
-
-ROLES = ("contrastive", "corruption", "auxiliary")
-
 
 def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
     """The recipe's objectives, each given the recipe fields its factory accepts by name."""
@@ -20,12 +18,10 @@ def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
     for name, weight in parse_objectives(recipe.objective):
         factory = registry.get("objective", name).load()
         accepted = inspect.signature(factory).parameters
-        built.append((registry.create("objective", name, **{k: v for k, v in values.items() if k in accepted}), weight))
-    for objective, _ in built:
-        if objective.role not in ROLES:
-            raise ObjectiveError(f"objective '{objective.name}' has role {objective.role!r}; the trainer knows "
-                                 f"{', '.join(ROLES)} (see structret.hookspecs.register_objectives).")
-    alone = [o.name for o, _ in built if getattr(o, "standalone", False)]
+        objective = registry.create("objective", name, **{k: v for k, v in values.items() if k in accepted})
+        check_objective(objective, name)  # its name keys an nn.ModuleDict; its role picks what the step calls
+        built.append((objective, weight))
+    alone = [o.name for o, _ in built if o.standalone]
     if alone and len(built) > 1:
         raise ObjectiveError(f"'{recipe.objective}': {alone[0]} turns each passage into several rows, so it runs "
                              f"alone (pretraining); fine-tune with a contrastive objective in a second run.")

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from structret.training.gradcache import step as cached_step
+from structret.contracts import check_auxiliary_loss, check_contrastive_loss
 from structret.training.distributed import all_sum, gather, world
 from structret.training.objectives import with_role
 
@@ -31,8 +32,7 @@ class TrainStep(nn.Module):
         self.auxiliary = [(o, w) for o, w in objectives if o.role == "auxiliary"]
         # objectives' own trainable parts (classification heads): trained, synced and
         # checkpointed with the backbone, but not part of the saved model
-        self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives
-                                    if isinstance(getattr(o, "module", None), nn.Module)})
+        self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives if isinstance(o.module, nn.Module)})
 
     def _encode(self, batch: dict[str, Any]) -> tuple[Any, Any, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
         """``(query vectors, passage vectors, {objective: (this process's mean loss, count)})``
@@ -49,7 +49,8 @@ class TrainStep(nn.Module):
                 parts[self.corruption[0].name] = (lm_loss, count)
             for objective, _ in self.auxiliary:
                 targets = batch.get("targets", {}).get(objective.name)
-                parts[objective.name] = objective.loss(self.backbone, batch["passage"], passages, targets)
+                parts[objective.name] = check_auxiliary_loss(
+                    objective, objective.loss(self.backbone, batch["passage"], passages, targets))
         if "query" in batch and self.contrastive is not None:
             queries = self.backbone.embed(batch["query"], kind="query")
         return queries, passages, parts
@@ -92,6 +93,7 @@ class TrainStep(nn.Module):
         if self.contrastive is not None:
             objective, weight = self.contrastive
             loss = objective.loss(gather(queries), gather(passages))
+            check_contrastive_loss(objective, loss)
             logs[objective.name] = loss.detach()
             total = total + weight * size * loss  # DDP averages gradients over processes
         logs["loss"] = sum(w * logs[o.name] for o, w in self.objectives)
