@@ -52,6 +52,12 @@ RULES: dict[str, str] = {
     "dataset-shape": "a reader returns a structret.records.Dataset whose qrels, pairs and negatives name only "
                      "queries and documents it holds, and whose stats count read = used + skipped",
     "backbone-encode": "encode(texts, kind=) returns a float32 matrix [len(texts), dim] of finite values",
+    "backbone-train": "a backbone the trainer uses has every member of TrainableBackbone: tokenize (with "
+                      "prefixes for query and document) gives a dict of tensors, embed() [n, dim] vectors, "
+                      "train_forward() a finite scalar LM loss when given labels",
+    "index-search": "an index holds what was added (len) and search(queries, k) gives [n, min(k, len)] scores "
+                    "best first (contracts.Index has the whole contract)",
+    "retriever-score": "score(queries) gives a [len(queries), documents] matrix after fit(documents)",
 }
 
 

@@ -78,7 +78,7 @@ def train(recipe: Recipe, *, resume: bool = False,
 
     if not recipe.data:
         raise TrainingError(f"no training data: pass --data FORMAT:PATH (e.g. codesearchnet:train.jsonl.gz) "
-                            f"or --data tevatron:train.jsonl")
+                            "or --data tevatron:train.jsonl")
     if not recipe.output:
         raise TrainingError("no run directory: pass --out DIR (checkpoints, metrics and the model go there)")
     run = Path(recipe.output)
