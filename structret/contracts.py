@@ -54,7 +54,8 @@ RULES: dict[str, str] = {
     "backbone-encode": "encode(texts, kind=) returns a float32 matrix [len(texts), dim] of finite values",
     "backbone-train": "a backbone the trainer uses has every member of TrainableBackbone: tokenize (with "
                       "prefixes for query and document) gives a dict of tensors, embed() [n, dim] vectors, "
-                      "train_forward() a finite scalar LM loss when given labels",
+                      "train_forward() a finite scalar LM loss when given labels; "
+                      "with capability seq2seq or mlm it also has enable_lm()",
     "index-search": "an index holds what was added (len) and search(queries, k) gives [n, min(k, len)] scores "
                     "best first (contracts.Index has the whole contract)",
     "retriever-score": "score(queries) gives a [len(queries), documents] matrix after fit(documents)",
@@ -112,9 +113,6 @@ class TrainableBackbone(Backbone, Protocol):
     pooling: str  # recorded in the model's structret.json
     normalize: bool  # vectors are unit length
 
-    def enable_lm(self) -> None:
-        """Attach the LM head a corruption objective trains (``seq2seq`` or ``mlm``)."""
-
     def embed(self, batch: dict[str, "torch.Tensor"], *, kind: str = "document") -> "torch.Tensor":
         """Vectors with gradients for a tokenized batch; ``kind`` lets two towers pick their encoder."""
 
@@ -126,6 +124,14 @@ class TrainableBackbone(Backbone, Protocol):
 
     def save_pretrained(self, directory: Any) -> None:
         """A plain Hugging Face checkpoint the backbone's factory loads again as ``model=``."""
+
+
+@runtime_checkable
+class LanguageModelBackbone(TrainableBackbone, Protocol):
+    """A trainable backbone with capability ``seq2seq`` or ``mlm``: corruption objectives run on it."""
+
+    def enable_lm(self) -> None:
+        """Attach the LM head a corruption objective trains; called once, before training."""
 
 
 # --- objectives ----------------------------------------------------------------------------

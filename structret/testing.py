@@ -23,6 +23,7 @@ from typing import Any
 
 from structret.contracts import (
     Backbone,
+    LanguageModelBackbone,
     TrainableBackbone,
     broken,
     check_auxiliary_loss,
@@ -191,6 +192,8 @@ def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -
     if objective.module is not None and not isinstance(objective.module, torch.nn.Module):
         raise broken("objective", name, "objective-members", "its module is not a torch.nn.Module")
     if objective.role == "corruption":
+        if not isinstance(backbone, LanguageModelBackbone):
+            raise broken("backbone", backbone.name, "backbone-train", "it has no enable_lm()")
         backbone.enable_lm()
         rngs = [random.Random(i) for i in range(len(texts))]
         batch = objective.corrupt(texts, rows, backbone, max_length=64, label_max_length=32, rngs=rngs)
@@ -244,6 +247,8 @@ def _check_backbone(name: str, options: dict[str, Any]) -> dict[str, Any]:
         if set(prefixes) != {"query", "document"} or tuple(vectors.shape) != (len(texts), backbone.dim):
             raise broken("backbone", name, "backbone-train",
                          f"prefixes {sorted(prefixes)}, embed gave shape {tuple(vectors.shape)}")
+        if backbone.capabilities & {"seq2seq", "mlm"} and not isinstance(backbone, LanguageModelBackbone):
+            raise broken("backbone", name, "backbone-train", "it has capability seq2seq or mlm but no enable_lm()")
     return {"dim": backbone.dim, "capabilities": sorted(backbone.capabilities), "trainable": trainable}
 
 

@@ -90,7 +90,7 @@ def test_backbone_keeps_its_contract(name, tiny_bert_dir, tiny_t5_dir, tmp_path)
     else:
         pytest.skip(f"backbone {name}: no tiny local model for it (hub weights cannot load offline)")
     result = _checked("backbone", name, model=str(model))
-    assert result["dim"] > 0 and "encoder" in result["capabilities"]
+    assert result["dim"] > 0 and "encoder" in result["capabilities"] and result["trainable"]
 
 
 # --- broken plugins --------------------------------------------------------------------------

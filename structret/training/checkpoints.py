@@ -31,8 +31,8 @@ def model_meta(recipe: Recipe, backbone: Any, base_model: str, step: int) -> dic
         "backbone": recipe.backbone,
         "base_model": base_model,
         "dim": backbone.dim,
-        "pooling": getattr(backbone, "pooling", "first-decoder-position"),
-        "normalize": getattr(backbone, "normalize", False),
+        "pooling": backbone.pooling,  # declared on structret.contracts.TrainableBackbone
+        "normalize": backbone.normalize,
         "objective": recipe.objective,
         "step": step,
         "recipe": recipe.to_dict(),

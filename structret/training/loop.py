@@ -77,7 +77,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     from transformers import get_linear_schedule_with_warmup
 
     if not recipe.data:
-        raise TrainingError(f"no training data: pass --data FORMAT:PATH (e.g. codesearchnet:train.jsonl.gz) "
+        raise TrainingError("no training data: pass --data FORMAT:PATH (e.g. codesearchnet:train.jsonl.gz) "
                             "or --data tevatron:train.jsonl")
     if not recipe.output:
         raise TrainingError("no run directory: pass --out DIR (checkpoints, metrics and the model go there)")
