@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=24)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    from structret.training import read_training_pairs
+    from structret.training import load_examples
 
     rows = pairs(args.steps * BATCH)
     if len(rows) < args.steps * BATCH:
@@ -183,7 +183,7 @@ def main() -> None:
         data.write_text("".join(json.dumps({"query_id": str(i), "query": q, "positive_passages": [{"text": p}]}) + "\n"
                                 for i, (q, p) in enumerate(rows)), encoding="utf-8")
         recipe = make_recipe(data, Path(tmp) / "run", args.steps)
-        examples, _ = read_training_pairs(str(data))
+        examples, _ = load_examples(f"tevatron:{data}")
         hand = HandLoop(examples, recipe, args.steps)
         ours = interleaved(run_structret(data, Path(tmp) / "run", args.steps, hand, recipe))
         theirs = interleaved(run_sentence_transformers(rows, Path(tmp) / "st", args.steps, hand))

@@ -9,6 +9,10 @@ class PluginError(StructretError):
     """A plugin is missing, misnamed, duplicated or broken."""
 
 
+class ContractError(PluginError):
+    """A plugin broke its contract (structret/contracts.py): the message names the plugin and the rule."""
+
+
 class DataError(StructretError):
     """Input data cannot be read at all (a single bad row is skipped and counted instead)."""
 
@@ -19,3 +23,7 @@ class ModelLoadError(StructretError):
 
 class ArtifactError(StructretError):
     """A saved index or embedding file is missing, truncated or does not match."""
+
+
+class TrainingError(StructretError):
+    """A run cannot start or continue as asked."""

@@ -11,8 +11,9 @@ Prefer the string: the module is imported only when a pipeline asks for that nam
 so ``structret --help`` never pays for torch, transformers or tree-sitter.
 
 Every hook is called once per process when the registry is first built.
-What the factory must return is described on each hook; ``structret.interfaces``
-holds the matching ``typing.Protocol`` classes.
+What the factory must return is described on each hook; ``structret.contracts``
+holds the matching ``typing.Protocol`` classes with everything core calls, and the rules
+core checks; ``structret.testing.check_plugin(kind, name)`` runs them against a plugin.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def register_indexes(register):
     classmethod ``load(path)``. Instances implement ``add(ids, vectors)``,
     ``search(queries, k) -> (scores, ids)``, ``save(path, meta)`` and ``len()``.
     Save through ``structret.artifacts.atomic_dir`` so an interrupted save leaves
-    the previous index loadable. The full contract is on ``structret.interfaces.Index``;
+    the previous index loadable. The full contract is on ``structret.contracts.Index``;
     ``tests/test_index_contract.py`` runs it against every registered index.
     """
 
@@ -132,7 +133,8 @@ def register_objectives(register):
     builds an auxiliary objective's per-passage targets with each batch, and ``module``
     (an ``nn.Module``) is trained and checkpointed with the backbone but not saved in the
     model. ``--objective a+0.5*b`` sums the weighted losses; at most one contrastive and
-    one corruption objective per run.
+    one corruption objective per run. ``structret.contracts.Objective`` declares all of it;
+    inherit ``structret.contracts.ObjectiveDefaults`` for the optional members.
     """
 
 
@@ -148,5 +150,5 @@ def register_protocols(register):
     ``sizes`` (``{"queries": n, ...}``), ``doc_texts``, ``bind(document, query)``
     (how the system reads records and queries; sets ``doc_texts``),
     ``query_texts()`` and ``evaluate(retriever) -> {column: value or None}``. The
-    full contract is ``structret.evaluation.protocols.EvaluationProtocol``.
+    full contract is ``structret.contracts.EvaluationProtocol``.
     """

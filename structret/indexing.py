@@ -22,7 +22,7 @@ from structret.artifacts import read_meta, verified
 from structret.errors import ArtifactError, StructretError
 
 if TYPE_CHECKING:
-    from structret.interfaces import Index
+    from structret.contracts import Index
 
 METRICS = ("ip", "cosine")
 IDS_FILE = "ids.json"

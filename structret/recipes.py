@@ -201,9 +201,7 @@ def run_plugins(values: dict[str, Any]) -> dict[str, Any]:
     if values.get("text_format"):
         slots.append(("linearizer", values["text_format"]))
     if values.get("data"):
-        fmt = parse_data_spec(values["data"])[0]
-        if fmt != "tevatron" or registry.has("dataset", fmt):  # until the Tevatron reader is a plugin
-            slots.append(("dataset", fmt))
+        slots.append(("dataset", parse_data_spec(values["data"])[0]))
     used: dict[str, Any] = {}
     for kind, name in slots:
         entry = registry.get(kind, name)

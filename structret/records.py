@@ -92,7 +92,7 @@ class Sequence:
 # the standard library plus torch, transformers, scipy and sympy is a generated benchmark of
 # 425,662 characters; the longest field of Debian bookworm's 63,440 amd64 packages is
 # 75,639; an ESCI product description is listing text of a few thousand characters. It is
-# defined here, not in the reader plugin, because the core's Tevatron reader applies it too.
+# defined here, not in a reader plugin, because every reader applies it.
 MAX_FIELD_CHARS = 1_000_000
 
 
@@ -175,3 +175,6 @@ class Dataset:
     # (spec, split, reader options) when read by structret.load_dataset, so that another split
     # of the same data can be read (build_index, evaluate) and train can be given the spec
     source: tuple[str, str | None, dict] | None = None
+    # query id -> ids of its hard negatives in ``corpus``, in the reader's order (Tevatron
+    # lines carry them); training draws from them with negatives = N
+    negatives: dict[str, list[str]] = field(default_factory=dict)

@@ -11,7 +11,7 @@ import torch
 
 from _tiny_models import corpus, tiny_bert_dir, tiny_t5_dir, one_torch_thread  # noqa: F401  (fixtures)
 from structret.errors import ModelLoadError
-from structret.interfaces import Backbone
+from structret.contracts import Backbone
 from structret_backbones import _loading
 from structret_backbones.hf import MINILM_ID, HFEncoder, minilm
 from structret_backbones.t5 import T5Encoder

@@ -112,10 +112,12 @@ def test_debian_broken_packages_are_skipped_and_counted():
 
 
 def test_tevatron_bad_lines_are_skipped_and_counted():
-    from structret.training import read_training_pairs
+    from structret.data import load_dataset
+    from structret.training import examples_from_dataset
 
     file = BAD / "tevatron-bad.jsonl"
-    examples, stats = read_training_pairs(str(file))
+    dataset = load_dataset(f"tevatron:{file}")
+    examples, stats = examples_from_dataset(dataset), dataset.stats
     _check(stats, read=9, used=2, file=file, skipped={
         "not JSON": 2,  # line 2 cut off, line 7 nested 5,000 deep
         "not a JSON object": 1, "missing or empty 'query'": 1, "no positive passage with text": 1,
@@ -126,11 +128,11 @@ def test_tevatron_bad_lines_are_skipped_and_counted():
 
 
 def test_tevatron_truncated_gzip_is_a_data_error_naming_file_and_line():
-    from structret.training import read_training_pairs
+    from structret.data import load_dataset
 
     file = BAD / "tevatron-truncated.jsonl.gz"
     with pytest.raises(DataError) as info:
-        read_training_pairs(str(file))
+        load_dataset(f"tevatron:{file}")
     message = str(info.value)
     assert str(file) in message and " at line " in message and "truncated or corrupt" in message
     assert "Write it again" in message  # what to do

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from structret.interfaces import Retriever
+from structret.contracts import Retriever
 from structret_lexical.bm25 import BM25Retriever, split_identifier
 
 DOCS = [

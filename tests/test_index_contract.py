@@ -1,4 +1,4 @@
-"""The contract every registered index plugin passes (structret.interfaces.Index, docs/plugins.md).
+"""The contract every registered index plugin passes (structret.contracts.Index, docs/plugins.md).
 
 Parametrized over ``get_registry().names("index")``: an installed third-party index is
 tested with its default options, as a user would get it. Run it for one index with

@@ -10,7 +10,7 @@ import pytest
 
 from structret.errors import ArtifactError
 from structret.indexing import load_index
-from structret.interfaces import Index
+from structret.contracts import Index
 from structret_indexes.flat import FlatIndex
 from structret_indexes.hnsw import HNSWIndex
 

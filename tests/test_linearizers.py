@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from structret.errors import PluginError
-from structret.interfaces import Linearizer
+from structret.contracts import Linearizer
 from structret.linearization import format_sequence, linearize_file, parent_tokens
 from structret.records import CodeRecord, ItemRecord, Sequence
 from structret.registry import get_registry

@@ -514,7 +514,8 @@ def test_debian_reader_counts_every_stanza(data):
 
 @given(st.data())
 def test_tevatron_reader_counts_every_line(data):
-    from structret.training import read_training_pairs
+    from structret.data import load_dataset
+    from structret.training import examples_from_dataset
 
     good = {"query_id": "1", "query": "q", "positive_passages": [{"docid": "d", "text": "t"}],
             "negative_passages": [{"docid": "e", "text": "n"}]}
@@ -526,7 +527,8 @@ def test_tevatron_reader_counts_every_line(data):
         with open(path, "wb") as fh:
             fh.write(payload)
         try:
-            examples, stats = read_training_pairs(path)
+            dataset = load_dataset(f"tevatron:{path}")
+            examples, stats = examples_from_dataset(dataset), dataset.stats
         except DataError as exc:
             assert path in str(exc) and "line" in str(exc)
             return

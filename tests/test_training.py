@@ -27,7 +27,6 @@ from structret.training import (
     forward_backward,
     load_examples,
     make_accelerator,
-    read_training_pairs,
     save_model,
     train,
 )
@@ -145,12 +144,30 @@ def test_tevatron_lines_are_read_with_skip_and_count(tmp_path):
     path = tmp_path / "train.jsonl.gz"
     with gzip.open(path, "wt") as f:
         f.write("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
-    examples, stats = read_training_pairs(str(path))
+    examples, stats = load_examples(f"tevatron:{path}")
     assert (stats.read, stats.used) == (5, 2)
     assert dict(stats.skipped) == {"not JSON": 1, "missing or empty 'query'": 1, "no positive passage with text": 1}
     assert "train.jsonl.gz:2" in stats.examples[0]
-    assert examples[0] == Example(["sort a list"], ["Sort sorted(x)"], ["open(f)"])
-    assert load_examples(f"tevatron:{path}")[0] == examples
+    first = examples[0]
+    assert (first.queries, first.positives, first.negatives) == (["sort a list"], ["Sort sorted(x)"], ["open(f)"])
+    assert (examples[1].queries, examples[1].positives, examples[1].negatives) == (["read a file"], ["open(f).read()"], [])
+
+
+def test_tevatron_lines_are_a_dataset_with_qrels_and_hard_negatives(tmp_path):
+    from structret.data import load_dataset
+
+    lines = [
+        {"query_id": "q", "query": " sort ", "positive_passages": [{"text": "a"}, {"text": "a"}],
+         "negative_passages": [{"title": "T", "text": "n1"}, {"text": "n2"}]},
+        {"query_id": "q", "query": "again", "positive_passages": [{"text": "b"}]},  # a repeated query id
+    ]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ds = load_dataset(f"tevatron:{path}")
+    assert list(ds.queries) == ["q", "q (line 2)"] and ds.queries["q"].text == "sort"
+    assert ds.qrels["q"] == {"q/pos/0": 1, "q/pos/1": 1}  # the same text twice stays twice
+    assert [ds.corpus[d].text() for d in ds.negatives["q"]] == ["T n1", "n2"]
+    assert "q (line 2)" not in ds.negatives
 
 
 def test_examples_from_code_pairs_and_product_bullets(csn_train):
@@ -473,7 +490,7 @@ def test_two_processes_give_the_loss_and_gradients_of_one(tmp_path, still_bert_d
 @pytest.mark.parametrize("which", ["bert", "t5"])
 def test_grad_cache_gives_the_gradients_of_the_whole_batch(tmp_path, which, tiny_bert_dir, tiny_t5_sentinels, csn_train,
                                                            monkeypatch):
-    from structret import gradcache
+    from structret.training import gradcache
 
     recipe = _sda_mep(tmp_path, tiny_bert_dir, csn_train)  # dropout 0.1 in the tiny BERT and T5
     if which == "t5":  # MEP on T5: sentinels in, spans out through the decoder
@@ -512,7 +529,7 @@ def test_train_command_takes_grad_cache_chunk(tmp_path, tiny_bert_dir, csn_train
 
 
 def test_grad_cache_needs_a_contrastive_objective(tmp_path, tiny_bert_dir, csn_train):
-    from structret.gradcache import GradCacheError
+    from structret.training.gradcache import GradCacheError
 
     with pytest.raises(GradCacheError, match=r"'mep' has no contrastive objective.*grad_cache_chunk = 0"):
         train(_recipe(tmp_path, tiny_bert_dir, csn_train, objective="mep", grad_cache_chunk=2))

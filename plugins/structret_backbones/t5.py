@@ -44,6 +44,7 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
     """A T5-family encoder-decoder as a Backbone; the vector is the decoder's first position."""
 
     plugin_name = "t5"
+    pooling = "first-decoder-position"  # recorded in a trained model's structret.json
 
     def __init__(
         self,

@@ -38,6 +38,11 @@ def register_datasets(register):
         "structret_datasets.beir:read",
         help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
     )
+    register(
+        "tevatron",
+        "structret_datasets.tevatron:read",
+        help="Tevatron training lines jsonl(.gz): query, positive_passages, negative_passages (structret negatives writes them)",
+    )
 
 
 @hookimpl

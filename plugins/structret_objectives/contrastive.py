@@ -12,12 +12,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from structret.contracts import ObjectiveDefaults
 from structret.recipes import ObjectiveError
 
 SIMILARITIES = ("dot", "cos")
 
 
-class Contrastive:
+class Contrastive(ObjectiveDefaults):
     """Cross-entropy over scores of each query against all passages (SANTA Eq. 3 and 5).
 
     ``passages`` holds ``g`` rows per query: its positive, then its hard negatives (if

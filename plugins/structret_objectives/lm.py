@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from structret.contracts import ObjectiveDefaults
 from structret.recipes import ObjectiveError
 from structret.records import CodeRecord, Entity, ItemRecord
 from structret_objectives import masking
@@ -72,7 +73,7 @@ def _shift(entities: Sequence[Entity], offset: int) -> list[Entity]:
     return [Entity(e.start + offset, e.end + offset, e.text, e.kind) for e in entities]
 
 
-class EntityMasking:
+class EntityMasking(ObjectiveDefaults):
     """Masked entity prediction (SANTA 3.2.2).
 
     seq2seq: each distinct entity becomes one sentinel everywhere it occurs (first-seen
@@ -163,7 +164,7 @@ class EntityMasking:
         return f"mep(extractor={self.extractor!r})"
 
 
-class SpanMasking:
+class SpanMasking(ObjectiveDefaults):
     """Random span corruption (T5: 15% of tokens in spans of mean length 3, each span one
     sentinel) on seq2seq backbones; the same spans ``[MASK]``ed in place on mlm backbones."""
 

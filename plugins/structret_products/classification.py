@@ -22,13 +22,14 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
+from structret.contracts import ObjectiveDefaults
 from structret.records import ItemRecord
 from structret.recipes import ObjectiveError
 
 DEFAULT_ASPECTS = ("brand", "color")
 
 
-class AspectClassification:
+class AspectClassification(ObjectiveDefaults):
     name = "aspect-class"
     role = "auxiliary"
     needs = frozenset({"encoder"})
@@ -113,9 +114,6 @@ class AspectClassification:
         if int(pairs) == 0:
             return vectors.sum() * 0.0, pairs
         return total / pairs, pairs
-
-    def report(self) -> dict[str, int]:
-        return dict(self.counts)
 
     def __repr__(self) -> str:
         return f"aspect-class(aspects={list(self.aspects)}, min_count={self.min_count})"

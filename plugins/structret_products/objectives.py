@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from structret.contracts import ObjectiveDefaults
 from structret.errors import PluginError
 from structret.recipes import ObjectiveError
 from structret.records import ItemRecord, Query
@@ -149,7 +150,7 @@ def _add_indicators(name: str, backbone: Any, tokens: list[str]) -> None:
                              f"tokenizer still has no token {bad[0]}")
 
 
-class _Layouts:
+class _Layouts(ObjectiveDefaults):
     """Token-id pieces of the aspect layout, and BERT masking over chosen pieces."""
 
     name = ""
@@ -307,9 +308,6 @@ class _Layouts:
         if weights is not None:
             batch["label_weights"] = torch.tensor([w + [0.0] * p for w, p in zip(weights, pad)], dtype=torch.float32)
         return batch
-
-    def report(self) -> dict[str, int]:
-        return dict(self.counts)
 
 
 class AspectMLM(_Layouts):

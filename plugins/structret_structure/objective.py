@@ -14,11 +14,12 @@ from typing import Any
 
 import torch
 
+from structret.contracts import ObjectiveDefaults
 from structret_structure.informed import parent_attention_loss
 from structret.recipes import ObjectiveError
 
 
-class ParentAttention:
+class ParentAttention(ObjectiveDefaults):
     name = "parent-attention"
     role = "auxiliary"
     needs = frozenset({"structure-attention"})
@@ -56,9 +57,6 @@ class ParentAttention:
         self.counts["passages"] += int(parents.shape[0])
         self.counts["passages without parents"] += int((~(parents >= 0).any(dim=1)).sum())
         return parent_attention_loss(backbone.last_attention, parents)
-
-    def report(self) -> dict[str, int]:
-        return dict(self.counts)
 
     def __repr__(self) -> str:
         return "parent-attention()"

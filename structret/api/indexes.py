@@ -27,7 +27,7 @@ class SearchIndex:
 
     def __init__(self, index: Any, *, meta: dict[str, Any] | None = None, texts: dict[str, str] | None = None,
                  model: Model | None = None, verify: bool = True, path: str | os.PathLike | None = None):
-        self.index = index  # the plugin object (structret.interfaces.Index)
+        self.index = index  # the plugin object (structret.contracts.Index)
         # model, backbone, model_override: written to structret.json, read by 'structret search'
         self.meta = dict(meta or {})
         self.texts = texts  # id -> text, or None

@@ -24,7 +24,7 @@ class Model:
                  options: dict[str, Any] | None = None, text_format: Any = None):
         from structret.linearization import TextFormat
 
-        self.backbone = backbone  # the plugin object (structret.interfaces.Backbone)
+        self.backbone = backbone  # the plugin object (structret.contracts.Backbone)
         self.backbone_name = backbone_name  # the registered name: minilm, hf-encoder, t5, ...
         self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
         self.options = dict(options or {})  # what went to the backbone factory besides model=

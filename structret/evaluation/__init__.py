@@ -1,7 +1,7 @@
 """Evaluation in one place: the measures, the protocol a dataset's task names, and ``evaluate``.
 
 * ``metrics``: measures, gain maps, tie handling and the papers' ranking procedures.
-* ``protocols``: the built-in protocols and ``EvaluationProtocol``, what core calls on one.
+* ``protocols``: the built-in protocols (their contract is ``structret.contracts.EvaluationProtocol``).
 * here: ``task_of`` (which protocol a dataset asks for), ``make_protocol`` (built through
   the registry, kind ``protocol``, so a plugin adds one for its own task),
   ``evaluate_retriever`` (one system through a protocol) and ``evaluate``, the public entry.
@@ -32,7 +32,7 @@ from structret.evaluation.protocols import EvaluationProtocol, own_text, query_t
 from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING, Dataset
 
 if TYPE_CHECKING:
-    from structret.interfaces import Retriever
+    from structret.contracts import Retriever
 
 __all__ = [
     "GAIN_MAPS", "EvaluationError", "EvaluationProtocol", "ProtocolNotApplicable", "csn_mrr", "evaluate",

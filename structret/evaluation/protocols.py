@@ -18,47 +18,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from structret.contracts import EvaluationProtocol  # noqa: F401  (re-exported: the contract)
 from structret.evaluation.metrics import EvaluationError, csn_mrr, evaluate_run, full_pool_ranks, gain_levels, mrr, rerank_run
 from structret.records import Dataset, Query, Record
 
 if TYPE_CHECKING:
-    from structret.interfaces import Retriever
+    from structret.contracts import Retriever
 
 POOL_COLUMN = "MRR@100 (full pool)"
 # CodeSearchNet's model_test.py ranks, for each code, the batch's queries; the papers
 # describe each query ranking codes. Both are reported so neither is mistaken for the other.
 CSN_COLUMN = "MRR CSN-999 (model_test: code ranks queries)"
 CSN_QUERY_COLUMN = "MRR 999 distractors (query ranks codes)"
-
-
-class EvaluationProtocol(Protocol):
-    """What core calls on an evaluation protocol (``register_protocols`` in structret/hookspecs.py).
-
-    Built as ``protocol(dataset, limit)``: ``dataset`` declares the task the protocol is
-    registered under; ``limit`` keeps the first N queries (or pairs), ``None`` all.
-    Construction selects the queries and documents and may raise
-    ``structret.evaluation.EvaluationError`` for data it cannot evaluate.
-
-    Then, once per system: ``bind(document, query)`` sets ``doc_texts`` and the query
-    texts as that system reads records (a run trained on a product template reads items
-    through it); the system is fitted on ``doc_texts``; ``query_texts()`` are encoded in
-    one pass; ``evaluate(retriever)`` returns ``{column: value}`` for every name in
-    ``columns`` (``None``: not applicable to this data, printed n/a; extra keys, such as
-    ``csn_batches``, are kept in the row). ``retriever.score(queries, doc_indices=None)``
-    scores against ``doc_texts`` by position.
-    """
-
-    name: str  # the table's title, e.g. "code search"
-    columns: list[str]  # the measures, in table order; the keys evaluate() returns
-    notes: list[str]  # sentences printed under the table: how the numbers were computed
-    sizes: dict[str, int]  # what was evaluated, e.g. {"queries": 500, "documents": 10000}
-    doc_texts: list[str]  # the documents to fit the retriever on; set by bind()
-
-    def bind(self, document: Callable[[Record], str], query: Callable[[Query], str]) -> None: ...
-
-    def query_texts(self) -> list[str]: ...
-
-    def evaluate(self, retriever: Retriever) -> dict[str, Any]: ...
 
 
 def own_text(record: Record) -> str:

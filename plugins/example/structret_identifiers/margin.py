@@ -7,8 +7,10 @@ batch by ``margin`` in cosine, not just by a hair.
 import torch
 import torch.nn.functional as F
 
+from structret.contracts import ObjectiveDefaults
 
-class MarginNCE:
+
+class MarginNCE(ObjectiveDefaults):  # the defaults: no setup, no targets, no heads, empty report
     name = "margin-nce"
     role = "contrastive"       # the trainer hands loss() the gathered query and passage vectors
     needs = frozenset({"encoder"})

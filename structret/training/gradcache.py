@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections import Counter
 from typing import Any, Iterator, Sequence
 
 import torch
 
+from structret.contracts import check_contrastive_loss
 from structret.errors import StructretError
+from structret.training.distributed import all_sum, gather, world
 
 
 class GradCacheError(StructretError):
@@ -91,13 +92,12 @@ def _count(batch: dict[str, Any]) -> int:
 def _tallies_kept(objectives: Sequence[tuple[Any, float]]) -> Iterator[None]:
     # pass 1 runs the auxiliary losses only for their counts; what they tally for their
     # report (counts.json) must count each passage once, in the replay
-    kept = {id(o): copy.copy(o.counts) for o, _ in objectives if isinstance(getattr(o, "counts", None), Counter)}
+    kept = [(o, copy.copy(o.counts)) for o, _ in objectives]  # counts: declared in structret.contracts
     try:
         yield
     finally:
-        for objective, _ in objectives:
-            if id(objective) in kept:
-                objective.counts = kept[id(objective)]
+        for objective, counts in kept:
+            objective.counts = counts
 
 
 def split(batch: dict[str, Any], size: int) -> list[dict[str, Any]]:
@@ -122,8 +122,6 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
     """Forward and backward of one training step in chunks of ``size`` texts; returns the
     logs of ``TrainStep.forward``. Gradients are left in the parameters, reduced over
     processes, exactly as ``accelerator.backward(module(batch)[0])`` leaves them."""
-    from structret.training import all_sum, gather, _world  # the trainer imports this module
-
     train_step = accelerator.unwrap_model(module)
     chunks = split(batch, size)
 
@@ -146,8 +144,9 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
         cached = {side: torch.cat([v for s, v in vectors if s == side]).detach().requires_grad_()
                   for side in ("query", "passage")}
         loss = objective.loss(gather(cached["query"]), gather(cached["passage"]))
+        check_contrastive_loss(objective, loss)
         # the same world factor as TrainStep.forward: DDP averages the gradients over processes
-        (weight * _world()[1] * loss).backward()
+        (weight * world()[1] * loss).backward()
         logs[objective.name] = loss.detach()
         grads = {side: iter(cached[side].grad.split([len(v) for s, v in vectors if s == side]))
                  for side in cached}

@@ -1,0 +1,400 @@
+"""What core calls on each plugin kind: one documented ``typing.Protocol`` per kind, and the rules
+core checks at its seams.
+
+A plugin is any object with these members (structural typing: no base class is needed, except
+that objectives may inherit :class:`ObjectiveDefaults` for the optional hooks). Core calls
+nothing that is not declared here and reads no plugin's private state. When a plugin breaks a
+rule, core raises :class:`structret.errors.ContractError` naming the plugin and the rule (the
+text of :data:`RULES`), never a traceback from inside the trainer.
+``structret.testing.check_plugin(kind, name)`` runs the same rules against an installed plugin
+with small fixtures: put it in a plugin's own tests.
+
+The factories the hooks register (``structret.hookspecs``) return these objects.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
+
+from structret.errors import ContractError
+
+if TYPE_CHECKING:
+    import random
+
+    import numpy as np
+    import torch
+
+    from structret.records import Dataset, Entity, Query, Record
+    from structret.records import Sequence as Linearized
+
+ROLES = ("contrastive", "corruption", "auxiliary")
+
+# Every rule core checks, in one place: the trainer's checks and structret.testing quote them.
+RULES: dict[str, str] = {
+    "objective-name": "an objective's name is non-empty and made of letters, digits, '-' and '_' (a '.' breaks "
+                      "torch's nn.ModuleDict, which keys the objectives' heads by name)",
+    "objective-role": f"an objective's role is one of {', '.join(ROLES)}",
+    "objective-members": "an objective has name, role, needs, check, standalone, module, setup, targets, report "
+                         "and counts (inherit structret.contracts.ObjectiveDefaults for the optional ones), plus "
+                         "loss (contrastive, auxiliary) or corrupt (corruption)",
+    "objective-needs": "an objective runs only on a backbone with at least one of the capabilities in its needs",
+    "corrupt-labels": "corrupt() returns the passage batch as a dict of tensors with 'input_ids' and 'labels' "
+                      "(-100 where nothing is predicted), one row per text unless the objective is standalone",
+    "contrastive-loss": "a contrastive loss(queries, passages) returns a finite scalar tensor: the mean over the "
+                        "global batch (the trainer multiplies it by the number of processes, as DDP averages)",
+    "auxiliary-loss": "an auxiliary loss(backbone, passages, vectors, targets) returns (mean, count): a scalar "
+                      "tensor, this process's mean over what it counted, and a scalar tensor, how many it counted",
+    "extractor-spans": "extract(text) returns Entity spans into the text: 0 <= start < end <= len(text) and "
+                       "text[start:end] == entity.text",
+    "linearizer-parents": "linearize(record) returns None or a Sequence whose parents (if any) give one index "
+                          "per token, each -1 (the root) or a valid token index other than its own",
+    "dataset-shape": "a reader returns a structret.records.Dataset whose qrels, pairs and negatives name only "
+                     "queries and documents it holds, and whose stats count read = used + skipped",
+    "backbone-encode": "encode(texts, kind=) returns a float32 matrix [len(texts), dim] of finite values",
+    "backbone-train": "a backbone the trainer uses has every member of TrainableBackbone: tokenize (with "
+                      "prefixes for query and document) gives a dict of tensors, embed() [n, dim] vectors, "
+                      "train_forward() a finite scalar LM loss when given labels; "
+                      "with capability seq2seq or mlm it also has enable_lm()",
+    "index-search": "an index holds what was added (len) and search(queries, k) gives [n, min(k, len)] scores "
+                    "best first (contracts.Index has the whole contract)",
+    "retriever-score": "score(queries) gives a [len(queries), documents] matrix after fit(documents)",
+}
+
+
+def broken(kind: str, name: str, rule: str, detail: str = "") -> ContractError:
+    """The error for ``kind`` ``name`` breaking ``rule``, naming the plugin that provides it."""
+    who = ""
+    try:
+        from structret.registry import get_registry
+
+        registry = get_registry()
+        if registry.has(kind, name):
+            entry = registry.get(kind, name)
+            who = f" (plugin '{entry.plugin}' from distribution '{entry.distribution}')"
+    except Exception:  # the message matters more than the provenance
+        pass
+    return ContractError(f"{kind} '{name}'{who} breaks the plugin contract: {RULES[rule]}"
+                         + (f"; {detail}" if detail else "") + f" [rule {rule}, structret/contracts.py]")
+
+
+# --- backbones -----------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Backbone(Protocol):
+    """What encoding, indexing and search call: texts in, vectors out."""
+
+    name: str  # the model id or path, recorded in index metadata
+    dim: int
+    capabilities: frozenset[str]  # "encoder", "seq2seq", "mlm", "structure-attention"
+
+    def encode(self, texts: Sequence[str], *, kind: Literal["query", "document"] = "document",
+               batch_size: int = 32, show_progress: bool = False) -> "np.ndarray":
+        """float32 matrix [len(texts), dim], row i for texts[i]."""
+
+
+class Tokenize(Protocol):
+    """``backbone.tokenize``: the backbone's own tokenization, as ``encode`` uses it."""
+
+    prefixes: dict[str, str]  # {"query": ..., "document": ...}: the text put before each kind
+
+    def __call__(self, texts: list[str], *, kind: str, max_length: int) -> dict[str, "torch.Tensor"]: ...
+
+
+@runtime_checkable
+class TrainableBackbone(Backbone, Protocol):
+    """What the trainer calls on top of :class:`Backbone`."""
+
+    tokenizer: Any  # a transformers tokenizer; corruption objectives mask with it
+    tokenize: Tokenize
+    training_module: "torch.nn.Module"  # owns every trained parameter
+    device: Any  # set by the trainer to the accelerator's device
+    pooling: str  # recorded in the model's structret.json
+    normalize: bool  # vectors are unit length
+
+    def embed(self, batch: dict[str, "torch.Tensor"], *, kind: str = "document") -> "torch.Tensor":
+        """Vectors with gradients for a tokenized batch; ``kind`` lets two towers pick their encoder."""
+
+    def train_forward(self, batch: dict[str, "torch.Tensor"], labels: "torch.Tensor | None"
+                      ) -> tuple["torch.Tensor", "torch.Tensor | None"]:
+        """``(vectors, lm_loss)`` from one forward; ``lm_loss`` (the token mean) only with labels.
+        A ``structure-attention`` backbone leaves the informed head's attention in
+        ``last_attention`` after a document forward."""
+
+    def save_pretrained(self, directory: Any) -> None:
+        """A plain Hugging Face checkpoint the backbone's factory loads again as ``model=``."""
+
+
+@runtime_checkable
+class LanguageModelBackbone(TrainableBackbone, Protocol):
+    """A trainable backbone with capability ``seq2seq`` or ``mlm``: corruption objectives run on it."""
+
+    def enable_lm(self) -> None:
+        """Attach the LM head a corruption objective trains; called once, before training."""
+
+
+# --- objectives ----------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Objective(Protocol):
+    """What every objective has. ``check`` raises ``structret.recipes.ObjectiveError`` with a
+    sentence before training starts; ``needs`` lists capabilities of which the backbone must
+    have one (the trainer refuses otherwise, after ``check``)."""
+
+    name: str
+    role: str  # one of ROLES
+    needs: frozenset[str]
+    standalone: bool  # True: it turns a passage into several rows, so it runs alone
+    module: "torch.nn.Module | None"  # heads trained and checkpointed with the backbone, not saved in the model
+    counts: Counter  # tallies behind report(); core restores it around gradient caching's counting pass
+
+    def check(self, backbone: Any) -> None: ...
+
+    def setup(self, examples: Sequence[Any], backbone: Any) -> None:
+        """Once before training, with the training examples (e.g. value vocabularies)."""
+
+    def targets(self, records: Sequence[Any]) -> Any:
+        """Per-passage targets built with each batch (auxiliary objectives), or None."""
+
+    def report(self) -> dict[str, int]:
+        """What it counted, written to counts.json at the end (empty: nothing)."""
+
+
+class ContrastiveObjective(Objective, Protocol):
+    def loss(self, queries: "torch.Tensor", passages: "torch.Tensor") -> "torch.Tensor":
+        """The global mean loss over gathered vectors: ``passages`` holds each query's positive,
+        then its hard negatives, for every query of the global batch (rule contrastive-loss)."""
+
+
+class CorruptionObjective(Objective, Protocol):
+    def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
+                label_max_length: int, rngs: Sequence["random.Random"]) -> dict[str, "torch.Tensor"]:
+        """The passage batch with ``labels`` (rule corrupt-labels); one forward of it gives the
+        passage vectors and the LM loss. Draw randomness only from ``rngs`` (one per text), so
+        1 or N processes, and a resumed run, corrupt alike. ``label_weights`` (optional): the
+        objective normalised the loss itself (gradient caching then refuses it)."""
+
+
+class AuxiliaryObjective(Objective, Protocol):
+    def loss(self, backbone: Any, passages: dict[str, "torch.Tensor"], vectors: "torch.Tensor",
+             targets: Any) -> tuple["torch.Tensor", "torch.Tensor"]:
+        """``(mean, count)`` from the same passage forward (rule auxiliary-loss); the trainer
+        weighs each process's mean by its share of the global count."""
+
+
+class _Tallies:
+    """A fresh Counter per instance on first read (a class-level Counter would be shared)."""
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        if instance is None:
+            return self
+        instance.__dict__["counts"] = tallies = Counter()
+        return tallies
+
+
+class ObjectiveDefaults:
+    """The optional members of :class:`Objective` with their defaults; inherit it and define
+    only what your objective does."""
+
+    needs: ClassVar[frozenset[str]] = frozenset()  # empty: any backbone
+    standalone: ClassVar[bool] = False
+    module: Any = None
+    counts = _Tallies()
+
+    def setup(self, examples: Sequence[Any], backbone: Any) -> None:
+        return None
+
+    def targets(self, records: Sequence[Any]) -> Any:
+        return None
+
+    def report(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+_ROLE_MEMBERS = {"contrastive": ("loss",), "corruption": ("corrupt",), "auxiliary": ("loss",)}
+_MEMBERS = ("needs", "standalone", "module", "counts", "check", "setup", "targets", "report")
+
+
+def check_objective(objective: Any, name: str) -> None:
+    """An objective just built: its name, role and members (rules objective-*)."""
+    own = getattr(objective, "name", None)
+    if not isinstance(own, str) or not own or not all(c.isalnum() or c in "-_" for c in own):
+        raise broken("objective", name, "objective-name", f"it is named {own!r}")
+    role = getattr(objective, "role", None)
+    if role not in ROLES:
+        raise broken("objective", name, "objective-role", f"its role is {role!r}")
+    missing = [m for m in ("check", *_MEMBERS, *_ROLE_MEMBERS[role]) if not hasattr(objective, m)]
+    if missing:
+        raise broken("objective", name, "objective-members", f"it has no {', '.join(missing)}")
+
+
+def check_needs(objective: Objective, backbone: Any) -> None:
+    """Refuse an objective none of whose ``needs`` the backbone has (rule objective-needs)."""
+    has = set(backbone.capabilities)
+    if objective.needs and not objective.needs & has:
+        raise broken("objective", objective.name, "objective-needs",
+                     f"it needs one of {', '.join(sorted(objective.needs))}, and backbone '{backbone.name}' "
+                     f"has {', '.join(sorted(has)) or 'none'}")
+
+
+def _scalar(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor) and value.dim() == 0
+
+
+def check_corrupted(objective: Objective, batch: Any, rows: int) -> None:
+    """What ``corrupt`` returned for ``rows`` texts (rule corrupt-labels)."""
+    import torch
+
+    if not isinstance(batch, dict) or not all(isinstance(batch.get(k), torch.Tensor) for k in ("input_ids", "labels")):
+        what = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+        raise broken("objective", objective.name, "corrupt-labels", f"it returned {what}")
+    if not objective.standalone and (len(batch["input_ids"]) != rows or len(batch["labels"]) != rows):
+        raise broken("objective", objective.name, "corrupt-labels",
+                     f"{rows} texts gave {len(batch['input_ids'])} rows of input_ids, {len(batch['labels'])} of labels")
+
+
+def check_contrastive_loss(objective: Objective, loss: Any, *, finite: bool = False) -> None:
+    """A contrastive loss: a scalar tensor (rule contrastive-loss). ``finite``: also check its
+    value (a sync on a GPU; structret.testing does, the trainer does not, since a diverging run
+    is not a broken plugin)."""
+    import torch
+
+    if not isinstance(loss, torch.Tensor):
+        raise broken("objective", objective.name, "contrastive-loss", f"it returned a {type(loss).__name__}")
+    if loss.dim():
+        raise broken("objective", objective.name, "contrastive-loss", f"it returned shape {tuple(loss.shape)}")
+    if finite and not bool(torch.isfinite(loss)):
+        raise broken("objective", objective.name, "contrastive-loss", f"it returned {float(loss)}")
+
+
+def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """An auxiliary loss's ``(mean, count)`` (rule auxiliary-loss)."""
+    if not (isinstance(result, tuple) and len(result) == 2 and _scalar(result[0]) and _scalar(result[1])):
+        shown = type(result).__name__ if not isinstance(result, tuple) else \
+            "(" + ", ".join(type(r).__name__ for r in result) + ")"
+        raise broken("objective", objective.name, "auxiliary-loss", f"it returned {shown}")
+    return result
+
+
+# --- structure: extractors and linearizers -------------------------------------------------
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    def extract(self, text: str, language: str | None = None) -> "list[Entity]":
+        """Entity spans into ``text`` (rule extractor-spans), never token positions."""
+
+
+@runtime_checkable
+class Linearizer(Protocol):
+    def linearize(self, record: "Record") -> "Linearized | None":
+        """Tokens and optionally parents (rule linearizer-parents); None: cannot (skipped, counted)."""
+
+
+# --- data ----------------------------------------------------------------------------------
+
+
+class DatasetReader(Protocol):
+    """``reader(path, *, split=None, **options) -> Dataset``: malformed rows skipped and counted
+    in ``Dataset.stats`` (with file:line), unreadable input a ``DataError`` (rule dataset-shape)."""
+
+    def __call__(self, path: str, *, split: str | None = None, **options: Any) -> "Dataset": ...
+
+
+@runtime_checkable
+class Miner(Protocol):
+    """One programming language for ``structret mine``: ``functions`` raises SyntaxError for a
+    file it cannot parse (skipped and counted)."""
+
+    extensions: Sequence[str]
+
+    def functions(self, source: str, path: str) -> list[Any]:
+        """``structret.mining.MinedFunction`` rows of one file."""
+
+
+# --- search: indexes and retrievers --------------------------------------------------------
+
+
+@runtime_checkable
+class Index(Protocol):
+    """A vector index. ``tests/test_index_contract.py`` checks every registered one against this.
+
+    - ``Index(dim, metric="ip", **options)``: ``metric`` is ``"ip"`` (scores are inner
+      products) or ``"cosine"`` (inner products of unit vectors; scale does not matter).
+    - ``add(ids, vectors)``: string ids (any unicode), one per row of a ``[n, dim]`` matrix;
+      several adds equal one. A repeated id, a count mismatch, a wrong dimension or a NaN
+      raises ``ValueError`` (``structret.indexing.IndexInputError``) naming the problem, and
+      leaves the index as it was. Zero rows are a no-op.
+    - ``search(queries, k)``: ``(scores, ids)``, scores float32 ``[n, k']`` best first with
+      ``k' = min(k, len(self))`` for every row (an empty index gives ``[n, 0]``), each score
+      the metric's value for the id beside it. ``[0, dim]`` queries give an empty result;
+      ``k < 1``, a 1-d vector or a wrong dimension raise ``ValueError``.
+    - ``exact`` (optional attribute): ``True`` if search returns the true top k (recall@10
+      must be 1.0); an index without it is approximate (recall@10 >= 0.9 on unit vectors with
+      its default options).
+    - ``save(path, meta)`` through ``structret.artifacts.atomic_dir``: ``structret.json``
+      (``structret.indexing.base_meta``, the caller's ``meta`` kept) plus checksummed files;
+      an interrupted save leaves the previous index. Classmethod ``load(path)`` gives the
+      same results as the saved index (an exact one: as before saving) and rejects a
+      truncated file; using a loaded index never changes the saved files (an index kept on a
+      server, like ``milvus`` with ``uri=``, points at data that is not a snapshot).
+    - ``close()`` (optional): release connections or working files; called when done.
+    """
+
+    dim: int
+    metric: str
+
+    def add(self, ids: Sequence[str], vectors: "np.ndarray") -> None: ...
+
+    def search(self, queries: "np.ndarray", k: int) -> tuple["np.ndarray", list[list[str]]]:
+        """Scores [n, k'] (best first) and the matching ids; k' = min(k, len(self))."""
+
+    def save(self, path: str, meta: dict[str, Any] | None = None) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    def fit(self, docs: Sequence[str]) -> None:
+        """Index the collection; document i is ``docs[i]``."""
+
+    def score(self, queries: Sequence[str], doc_indices: "np.ndarray | None" = None) -> "np.ndarray":
+        """Scores [len(queries), n] against all fitted documents, or those in ``doc_indices``."""
+
+
+# --- evaluation ----------------------------------------------------------------------------
+
+
+class EvaluationProtocol(Protocol):
+    """What core calls on an evaluation protocol (``register_protocols`` in structret/hookspecs.py).
+
+    Built as ``protocol(dataset, limit)``: ``dataset`` declares the task the protocol is
+    registered under; ``limit`` keeps the first N queries (or pairs), ``None`` all.
+    Construction selects the queries and documents and may raise
+    ``structret.evaluation.EvaluationError`` for data it cannot evaluate.
+
+    Then, once per system: ``bind(document, query)`` sets ``doc_texts`` and the query
+    texts as that system reads records (a run trained on a product template reads items
+    through it); the system is fitted on ``doc_texts``; ``query_texts()`` are encoded in
+    one pass; ``evaluate(retriever)`` returns ``{column: value}`` for every name in
+    ``columns`` (``None``: not applicable to this data, printed n/a; extra keys, such as
+    ``csn_batches``, are kept in the row). ``retriever.score(queries, doc_indices=None)``
+    scores against ``doc_texts`` by position.
+    """
+
+    name: str  # the table's title, e.g. "code search"
+    columns: list[str]  # the measures, in table order; the keys evaluate() returns
+    notes: list[str]  # sentences printed under the table: how the numbers were computed
+    sizes: dict[str, int]  # what was evaluated, e.g. {"queries": 500, "documents": 10000}
+    doc_texts: list[str]  # the documents to fit the retriever on; set by bind()
+
+    def bind(self, document: Callable[[Record], str], query: Callable[[Query], str]) -> None: ...
+
+    def query_texts(self) -> list[str]: ...
+
+    def evaluate(self, retriever: Retriever) -> dict[str, Any]: ...

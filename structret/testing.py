@@ -1,0 +1,365 @@
+"""Check a plugin against its contract (structret/contracts.py), from the plugin's own tests::
+
+    from structret.testing import check_plugin
+
+    def test_my_objective_keeps_the_contract():
+        check_plugin("objective", "margin-nce", margin=0.3)
+
+``check_plugin(kind, name, **options)`` creates the installed plugin with ``options`` and runs
+it on small built-in fixtures: objectives on a tiny random BERT (and T5) saved and loaded back
+through ``from_pretrained``, exactly as ``--model DIR`` loads weights; extractors and
+linearizers on a few code and product records; indexes and retrievers on random vectors and
+short texts; a dataset reader on the ``path`` you pass. A broken rule raises
+:class:`structret.errors.ContractError` naming the plugin and the rule. The tiny-model builders
+are public too (``build_tiny_bert``, ``build_tiny_t5``), for tests that need a model offline.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from structret.contracts import (
+    Backbone,
+    LanguageModelBackbone,
+    TrainableBackbone,
+    broken,
+    check_auxiliary_loss,
+    check_contrastive_loss,
+    check_corrupted,
+    check_needs,
+    check_objective,
+)
+from structret.errors import ContractError, PluginError, StructretError
+from structret.records import CodeRecord, Dataset, Entity, ItemRecord
+from structret.registry import get_registry
+
+WORDS = (
+    "the a an function method class returns adds sums two numbers list sort sorted string parse "
+    "file open read write value key dict index search query code python go java def return self "
+    "import for in if else while print range len append split join true false none error raise"
+).split()
+CODE = [
+    "def add(a, b): return a + b",
+    "for i in range(10): print(i)",
+    "class Stack:\n    def push(self, x): self.items.append(x)",
+    "if key in table: return table[key]",
+    "with open(path) as f: return f.read().split()",
+]
+
+
+def corpus(n: int = 300, seed: int = 0) -> list[str]:
+    """Sentences and code snippets to train the tiny tokenizers on (and to encode)."""
+    rng = random.Random(seed)
+    sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 24))) for _ in range(n)]
+    return sentences + CODE
+
+
+def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
+    """A random 2-layer BERT (hidden 32) with its MLM head and a WordPiece tokenizer, saved in ``directory``."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(corpus(), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", model_max_length=512,
+    )
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    # saved with its MLM head, like real BERT checkpoints; AutoModel drops the head on load
+    BertForMaskedLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return Path(directory)
+
+
+def build_tiny_t5(directory: Path, *, seed: int = 0) -> Path:
+    """A random 2-layer T5 (d_model 32) with a word-level tokenizer (no sentinels), saved in ``directory``."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    specials = ["<pad>", "</s>", "<unk>"]  # ids 0, 1, 2 as in T5
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(corpus(), trainers.WordLevelTrainer(special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", model_max_length=512
+    )
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
+        num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+    )
+    torch.manual_seed(seed)
+    T5ForConditionalGeneration(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return Path(directory)
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+_MODELS: dict[str, Path] = {}
+
+
+def _tiny(kind: str) -> Path:
+    """A tiny model directory, built once per process."""
+    if kind not in _MODELS:
+        directory = Path(tempfile.mkdtemp(prefix=f"structret-tiny-{kind}-"))
+        _MODELS[kind] = (build_tiny_bert if kind == "bert" else build_tiny_t5)(directory)
+    return _MODELS[kind]
+
+
+def records() -> list[Any]:
+    """Four Python functions and four products with brand and color aspects."""
+    code = [CodeRecord(f"c{i}", text, "python", docstring=doc, func_name=text[4:text.index("(")])
+            for i, (doc, text) in enumerate([
+                ("add two numbers", "def add(a, b):\n    return a + b"),
+                ("read a file", "def read_file(path):\n    return open(path).read()"),
+                ("sort a list", "def sort_list(values):\n    return sorted(values)"),
+                ("print a name", "def greet(name):\n    print('hello', name)"),
+            ])]
+    items = [ItemRecord(f"i{i}", title=f"{brand} {color} {thing}", content=f"A {color} {thing} made by {brand}.",
+                        bullets=[f"{color} {thing}"], aspects={"brand": [brand], "color": [color]})
+             for i, (brand, color, thing) in enumerate([
+                 ("acme", "red", "mug"), ("acme", "blue", "lamp"), ("globex", "red", "chair"), ("globex", "blue", "desk"),
+             ])]
+    return code + items
+
+
+def _candidates() -> list[tuple[str, dict[str, Any]]]:
+    """Backbones an objective may be checked on: encoder+mlm, seq2seq, structure-attention."""
+    bert = str(_tiny("bert"))
+    return [("hf-encoder", {"model": bert}), ("t5", {"model": str(_tiny("t5"))}),
+            ("hf-encoder", {"model": bert, "informed_layers": 1})]
+
+
+def _backbone_for(objective: Any, name: str) -> Any:
+    from structret.recipes import ObjectiveError
+
+    why = []
+    for backbone_name, options in _candidates():
+        backbone = get_registry().create("backbone", backbone_name, **options)
+        try:
+            objective.check(backbone)
+            check_needs(objective, backbone)
+        except (ObjectiveError, ContractError) as exc:
+            why.append(f"{backbone_name} {sorted(backbone.capabilities)}: {exc}")
+            continue
+        return backbone
+    raise PluginError(f"objective '{name}': no fixture backbone fits it; pass backbone=... to check_plugin. "
+                      + " | ".join(why))
+
+
+# --- the checks per kind -------------------------------------------------------------------
+
+
+def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -> dict[str, Any]:
+    import torch
+
+    from structret.training.examples import Example
+
+    objective = get_registry().create("objective", name, **options)
+    check_objective(objective, name)
+    if backbone is None:
+        backbone = _backbone_for(objective, name)
+    else:
+        objective.check(backbone)
+        check_needs(objective, backbone)
+    if not isinstance(backbone, TrainableBackbone):
+        raise broken("backbone", backbone.name, "backbone-train", "it lacks members of TrainableBackbone")
+    rows = records()
+    texts = [r.text() for r in rows]
+    queries = [r.docstring if isinstance(r, CodeRecord) else r.bullets[0] for r in rows]
+    objective.setup([Example([q], [t], record=r) for q, t, r in zip(queries, texts, rows)], backbone)
+    if objective.module is not None and not isinstance(objective.module, torch.nn.Module):
+        raise broken("objective", name, "objective-members", "its module is not a torch.nn.Module")
+    if objective.role == "corruption":
+        if not isinstance(backbone, LanguageModelBackbone):
+            raise broken("backbone", backbone.name, "backbone-train", "it has no enable_lm()")
+        backbone.enable_lm()
+        rngs = [random.Random(i) for i in range(len(texts))]
+        batch = objective.corrupt(texts, rows, backbone, max_length=64, label_max_length=32, rngs=rngs)
+        check_corrupted(objective, batch, len(texts))
+        labels = batch.pop("labels")
+        _, lm_loss = backbone.train_forward(batch, labels)
+        if not (isinstance(lm_loss, torch.Tensor) and lm_loss.dim() == 0 and bool(torch.isfinite(lm_loss))):
+            raise broken("backbone", backbone.name, "backbone-train", f"train_forward gave the LM loss {lm_loss!r}")
+        lm_loss.backward()
+    elif objective.role == "contrastive":
+        # each query's positive, then one hard negative (the next passage)
+        passages = [p for i, t in enumerate(texts) for p in (t, texts[(i + 1) % len(texts)])]
+        q = backbone.embed(backbone.tokenize(queries, kind="query", max_length=32), kind="query")
+        p = backbone.embed(backbone.tokenize(passages, kind="document", max_length=64), kind="document")
+        loss = objective.loss(q, p)
+        check_contrastive_loss(objective, loss, finite=True)
+        loss.backward()
+    else:
+        batch = backbone.tokenize(texts, kind="document", max_length=64)
+        vectors, _ = backbone.train_forward(batch, None)
+        mean, count = check_auxiliary_loss(objective, objective.loss(backbone, batch, vectors, objective.targets(rows)))
+        if not bool(torch.isfinite(mean)):
+            raise broken("objective", name, "auxiliary-loss", f"its mean is {float(mean)}")
+        if mean.requires_grad:
+            mean.backward()
+    report = objective.report()
+    if not isinstance(report, dict) or not all(isinstance(k, str) and isinstance(v, int) for k, v in report.items()):
+        raise broken("objective", name, "objective-members", f"report() returned {report!r}, not {{str: int}}")
+    return {"backbone": backbone.name, "report": report}
+
+
+def _check_backbone(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    backbone = get_registry().create("backbone", name, **options)
+    if not isinstance(backbone, Backbone) or not isinstance(backbone.capabilities, frozenset):
+        raise broken("backbone", name, "backbone-encode", "it lacks name, dim, capabilities (a frozenset) or encode")
+    texts = [r.text() for r in records()]
+    for kind in ("query", "document"):
+        vectors = backbone.encode(texts, kind=kind, batch_size=4)
+        if not (isinstance(vectors, np.ndarray) and vectors.dtype == np.float32
+                and vectors.shape == (len(texts), backbone.dim) and np.isfinite(vectors).all()):
+            raise broken("backbone", name, "backbone-encode",
+                         f"kind={kind} gave {type(vectors).__name__} {getattr(vectors, 'shape', '')} "
+                         f"{getattr(vectors, 'dtype', '')}")
+    trainable = isinstance(backbone, TrainableBackbone)
+    if trainable:
+        prefixes = backbone.tokenize.prefixes
+        batch = backbone.tokenize(texts, kind="document", max_length=32)
+        vectors = backbone.embed(batch, kind="document")
+        if set(prefixes) != {"query", "document"} or tuple(vectors.shape) != (len(texts), backbone.dim):
+            raise broken("backbone", name, "backbone-train",
+                         f"prefixes {sorted(prefixes)}, embed gave shape {tuple(vectors.shape)}")
+        if backbone.capabilities & {"seq2seq", "mlm"} and not isinstance(backbone, LanguageModelBackbone):
+            raise broken("backbone", name, "backbone-train", "it has capability seq2seq or mlm but no enable_lm()")
+    return {"dim": backbone.dim, "capabilities": sorted(backbone.capabilities), "trainable": trainable}
+
+
+def _check_extractor(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    extractor = get_registry().create("extractor", name, **options)
+    found = refused = 0
+    for record in records():
+        text = record.text()
+        try:
+            entities = extractor.extract(text, language=getattr(record, "language", None))
+        except StructretError:  # a clear refusal (prose to a code parser) is within the contract
+            refused += 1
+            continue
+        for e in entities:
+            if not (isinstance(e, Entity) and 0 <= e.start < e.end <= len(text) and text[e.start:e.end] == e.text):
+                raise broken("extractor", name, "extractor-spans", f"{e!r} in {text!r}")
+        found += len(entities)
+    return {"entities": found, "refused": refused}
+
+
+def _check_linearizer(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    linearizer = get_registry().create("linearizer", name, **options)
+    written = refused = 0
+    for record in records():
+        try:
+            seq = linearizer.linearize(record)
+        except StructretError:  # a clear refusal (a product to a code linearizer) is within the contract
+            refused += 1
+            continue
+        if seq is None:
+            continue
+        parents = seq.parents
+        if parents is not None and (len(parents) != len(seq.tokens) or any(
+                not (p == -1 or 0 <= p < len(parents)) or p == i for i, p in enumerate(parents))):
+            raise broken("linearizer", name, "linearizer-parents", f"tokens {seq.tokens[:8]}..., parents {parents[:8]}...")
+        written += 1
+    return {"linearized": written, "refused": refused}
+
+
+def _check_dataset(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    from structret.errors import DataError
+
+    path = options.pop("path", None)
+    split = options.pop("split", None)
+    reader = get_registry().get("dataset", name).load()
+    if path is None:  # no data given: what it does with a path that does not exist
+        missing = str(Path(tempfile.gettempdir()) / "structret-check-no-such-path")
+        try:
+            reader(missing, split=split, **options)
+        except DataError:
+            return {"missing path": "DataError"}
+        except Exception as exc:
+            raise broken("dataset", name, "dataset-shape", f"a missing path raised {type(exc).__name__}: {exc}") from exc
+        raise broken("dataset", name, "dataset-shape", "a missing path gave a dataset, not a DataError")
+    ds = reader(str(path), split=split, **options)
+    if not isinstance(ds, Dataset):
+        raise broken("dataset", name, "dataset-shape", f"it returned {type(ds).__name__}")
+    bad = [f"qrels of {q}" for q, docs in ds.qrels.items() if q not in ds.queries or not set(docs) <= set(ds.corpus)]
+    bad += [f"pair {p}" for p in ds.pairs or () if p[0] not in ds.queries or p[1] not in ds.corpus]
+    bad += [f"negatives of {q}" for q, docs in ds.negatives.items() if not set(docs) <= set(ds.corpus)]
+    if bad or ds.stats.used < 0:
+        raise broken("dataset", name, "dataset-shape", f"unknown ids in {', '.join(bad[:3])}")
+    return {"documents": len(ds.corpus), "queries": len(ds.queries)}
+
+
+def _check_index(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    factory = get_registry().get("index", name).load()
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((50, 8)).astype("float32")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = factory(8, metric="ip", **options)
+    ids = [f"d{i}" for i in range(len(vectors))]
+    index.add(ids, vectors)
+    scores, found = index.search(vectors[:5], 3)
+    if scores.shape != (5, 3) or [row[0] for row in found] != ids[:5] and getattr(index, "exact", False):
+        raise broken("index", name, "index-search", f"scores {scores.shape}, first hits {[r[0] for r in found]}")
+    if len(index) != len(vectors):
+        raise broken("index", name, "index-search", f"len() is {len(index)} after adding {len(vectors)}")
+    close = getattr(index, "close", None)  # optional member (contracts.Index)
+    if callable(close):
+        close()
+    return {"size": len(vectors)}
+
+
+def _check_retriever(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    retriever = get_registry().create("retriever", name, **options)
+    docs = [r.text() for r in records()]
+    retriever.fit(docs)
+    scores = retriever.score(["read a file", "red mug"])
+    if getattr(scores, "shape", None) != (2, len(docs)):
+        raise broken("retriever", name, "retriever-score", f"score() gave shape {getattr(scores, 'shape', None)}")
+    return {"documents": len(docs)}
+
+
+_CHECKS = {"objective": _check_objective, "backbone": _check_backbone, "extractor": _check_extractor,
+           "linearizer": _check_linearizer, "dataset": _check_dataset, "index": _check_index,
+           "retriever": _check_retriever}
+KINDS = tuple(_CHECKS)
+
+
+def check_plugin(kind: str, name: str, **options: Any) -> dict[str, Any]:
+    """Run the contract of ``kind`` against the installed plugin ``name`` created with ``options``;
+    return what was checked. Objectives take ``backbone=`` (an object) to be checked on your own
+    backbone instead of the tiny fixtures; datasets take ``path=`` (and ``split=``). A broken rule
+    raises ``ContractError``; other structret errors (a missing model, a missing dependency)
+    propagate as they are."""
+    if kind not in _CHECKS:
+        raise PluginError(f"check_plugin checks {', '.join(KINDS)}; not '{kind}'")
+    if kind == "objective":
+        backbone = options.pop("backbone", None)
+        return _CHECKS[kind](name, options, backbone)
+    return _CHECKS[kind](name, dict(options))

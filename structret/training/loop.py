@@ -1,0 +1,218 @@
+"""``train()``: the loop, top to bottom -- set up, then for each step: batch, forward and
+backward, optimizer, log, checkpoint; then the final model."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from structret.artifacts import verify_checksums
+from structret.contracts import check_needs
+from structret.errors import ArtifactError, TrainingError
+from structret.linearization import TextFormat
+from structret.recipes import Recipe, write_recipe
+from structret.registry import get_registry
+from structret.training.gradcache import check as check_grad_cache
+from structret.training.batches import Batches
+from structret.training.checkpoints import (
+    check_resumable,
+    checkpoints,
+    load_trainer_state,
+    model_meta,
+    save_checkpoint,
+    save_model,
+)
+from structret.training.distributed import make_accelerator
+from structret.training.examples import load_examples
+from structret.training.objectives import build_objectives, with_role
+from structret.training.step import TrainStep, forward_backward
+
+
+def _parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    # biases and norm scales are not decayed (the Hugging Face Trainer convention)
+    decay = [p for p in module.parameters() if p.requires_grad and p.ndim >= 2]
+    rest = [p for p in module.parameters() if p.requires_grad and p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def _to(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, dict):
+        return {k: _to(v, device) for k, v in batch.items()}
+    return batch.to(device) if isinstance(batch, torch.Tensor) else batch
+
+
+def create_backbone(recipe: Recipe, weights: str | Path | None = None, *, verify: bool = True) -> Any:
+    """The recipe's backbone with ``weights``, a checkpoint the caller has checked (resume), or
+    else with ``recipe.model``, which may be a run directory or checkpoint: checked here, unless
+    ``verify`` is False."""
+    from structret.retrieval import trained_model
+
+    model = str(weights) if weights is not None else recipe.model
+    trained = trained_model(model, verify=verify) if model and weights is None else None
+    if trained is not None:  # --model RUN (or a checkpoint): continue from its saved model
+        model = trained[1]
+    registry = get_registry()
+    options = recipe.options(registry.get("backbone", recipe.backbone).name)
+    return registry.create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
+
+
+def _text_format(recipe: Recipe) -> TextFormat:
+    if not recipe.text_format:
+        return TextFormat()
+    return TextFormat(recipe.text_format, recipe.options(get_registry().get("linearizer", recipe.text_format).name))
+
+
+def _data_options(recipe: Recipe) -> dict[str, Any]:
+    from structret.data import parse_data_spec
+
+    return recipe.options(get_registry().get("dataset", parse_data_spec(recipe.data)[0]).name)
+
+
+def train(recipe: Recipe, *, resume: bool = False,
+          callback: Callable[[int, dict[str, float]], None] | None = None, verify: bool = True) -> Path:
+    """Train as ``recipe`` says; return the directory of the final model (``OUTPUT/final``).
+
+    ``resume=True`` continues from the newest checkpoint in ``recipe.output`` (or starts
+    afresh if there is none). ``callback(step, logs)`` runs after every step, after that
+    step's checkpoint is written. ``verify=False`` uses the checkpoint, or a run given as
+    ``recipe.model``, even if its files do not match its checksums.json (a warning says so).
+    """
+    from transformers import get_linear_schedule_with_warmup
+
+    if not recipe.data:
+        raise TrainingError("no training data: pass --data FORMAT:PATH (e.g. codesearchnet:train.jsonl.gz) "
+                            "or --data tevatron:train.jsonl")
+    if not recipe.output:
+        raise TrainingError("no run directory: pass --out DIR (checkpoints, metrics and the model go there)")
+    run = Path(recipe.output)
+    found = checkpoints(run) if run.is_dir() else []
+    if found and not resume:
+        raise TrainingError(f"{run} already holds checkpoints ({found[-1].name}); pass --resume to continue "
+                            f"that run, or choose another --out directory.")
+    if resume and (run / "final" / "structret.json").is_file():
+        raise TrainingError(f"{run} has finished (its model is in {run / 'final'}); there is nothing to resume. "
+                            f"Choose another --out directory to train again.")
+    checkpoint = found[-1] if resume and found else None
+    if checkpoint is not None:
+        check_resumable(run, recipe)
+        try:
+            verify_checksums(checkpoint, verify=verify)
+        except ArtifactError as exc:  # the message says which checkpoint to delete and what resumes then
+            raise TrainingError(str(exc)) from None
+
+    accelerator = make_accelerator(recipe)
+    rank, world = accelerator.process_index, accelerator.num_processes
+    if recipe.batch_size % world:
+        raise TrainingError(f"batch_size {recipe.batch_size} is the global batch and must divide evenly "
+                            f"over {world} processes.")
+    random.seed(recipe.seed)
+    np.random.seed(recipe.seed)
+    torch.manual_seed(recipe.seed)  # the same fresh heads on every process
+
+    objectives = build_objectives(recipe)
+    check_grad_cache(objectives, recipe.grad_cache_chunk)
+    backbone = create_backbone(recipe, checkpoint, verify=verify)
+    base_model = (json.loads((checkpoint / "structret.json").read_text(encoding="utf-8"))["base_model"]
+                  if checkpoint is not None else backbone.name)
+    for objective, _ in objectives:
+        objective.check(backbone)  # the objective's own sentence first, then the declared needs
+        check_needs(objective, backbone)
+    if with_role(objectives, "corruption"):
+        backbone.enable_lm()
+    examples, stats = load_examples(recipe.data, recipe.split, _text_format(recipe), _data_options(recipe))
+    if accelerator.is_main_process:
+        print(stats.summary(), file=sys.stderr)
+    if recipe.negatives:
+        without = sum(1 for e in examples if not e.negatives)
+        if without == len(examples):
+            raise TrainingError(f"negatives = {recipe.negatives}, but {recipe.data} has no hard negatives "
+                                f"(Tevatron-format lines carry them in negative_passages).")
+        examples = [e for e in examples if e.negatives]
+        if without and accelerator.is_main_process:
+            print(f"{without} examples without hard negatives left out", file=sys.stderr)
+    for objective, _ in objectives:
+        objective.setup(examples, backbone)  # e.g. value vocabularies of aspect classification
+    batches = Batches(examples, recipe, backbone, objectives)
+    total = batches.total_steps
+
+    step_module = TrainStep(backbone, objectives)
+    optimizer = torch.optim.AdamW(_parameter_groups(step_module, recipe.weight_decay), lr=recipe.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(recipe.warmup * total), total)
+    # the schedule is not prepared: accelerate would step it once per process, and our
+    # steps are already global
+    module, optimizer = accelerator.prepare(step_module, optimizer)
+    backbone.device = accelerator.device
+    start = load_trainer_state(checkpoint, optimizer, scheduler, step_module.heads) if checkpoint is not None else 0
+    if checkpoint is not None and accelerator.is_main_process:
+        # steps past the checkpoint are redone: the user sees how much a crash cost
+        print(f"resuming from {checkpoint.name} (step {start} of {total})", file=sys.stderr)
+
+    metrics = run / "metrics.jsonl"
+    if accelerator.is_main_process:
+        run.mkdir(parents=True, exist_ok=True)
+        write_recipe(recipe, run / "recipe.toml")
+        kept = []
+        if start and metrics.is_file():  # rows past the checkpoint belong to the interrupted attempt
+            kept = [line for line in metrics.read_text(encoding="utf-8").splitlines()
+                    if line.strip() and json.loads(line)["step"] <= start]
+        metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+    module.train()
+    bar = tqdm(total=total, initial=start, desc="training", unit="step", disable=not accelerator.is_main_process)
+    sums: dict[str, float] = {}
+    since, clock = 0, time.perf_counter()
+    for step in range(start, total):
+        batch = _to(batches.local(step, rank, world), accelerator.device)
+        logs = forward_backward(module, batch, accelerator, recipe.grad_cache_chunk)
+        if recipe.max_grad_norm:
+            accelerator.clip_grad_norm_(module.parameters(), recipe.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        done = step + 1
+
+        values = {k: float(v) for k, v in logs.items()}
+        for k, v in values.items():
+            sums[k] = sums.get(k, 0.0) + v
+        since += 1
+        if done % recipe.log_every == 0 or done == total:
+            elapsed = time.perf_counter() - clock
+            row = {"step": done, "epoch": step // batches.steps_per_epoch, "lr": scheduler.get_last_lr()[0],
+                   "loss": sums.pop("loss") / since, **{f"loss/{k}": s / since for k, s in sums.items()},
+                   "examples_per_s": since * recipe.batch_size / elapsed}
+            if accelerator.is_main_process:
+                with metrics.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
+            bar.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_s']:.1f}")
+            sums, since, clock = {}, 0, time.perf_counter()
+        bar.update(1)
+        if recipe.checkpoint_every and done % recipe.checkpoint_every == 0 and done < total:
+            meta = model_meta(recipe, backbone, base_model, done)
+            save_checkpoint(run, recipe, backbone, optimizer, scheduler, meta, accelerator.is_main_process,
+                            step_module.heads)
+            accelerator.wait_for_everyone()
+        if callback is not None:
+            callback(done, values)
+    bar.close()
+
+    final = run / "final"
+    if accelerator.is_main_process:
+        save_model(final, backbone, model_meta(recipe, backbone, base_model, total))
+        # what corruption objectives masked and skipped (this process's batches, since start or resume)
+        counts = {o.name: report for o, _ in objectives if (report := o.report())}
+        if counts:
+            (run / "counts.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
+            for name, c in counts.items():
+                print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in c.items()), file=sys.stderr)
+    accelerator.wait_for_everyone()
+    return final

@@ -1,0 +1,112 @@
+"""One training step: every text encoded once, every objective's loss, one backward."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from structret.training.gradcache import step as cached_step
+from structret.contracts import check_auxiliary_loss, check_contrastive_loss
+from structret.training.distributed import all_sum, gather, world
+from structret.training.objectives import with_role
+
+
+class TrainStep(nn.Module):
+    """Losses of one step. A module, so DDP (through accelerate) wraps the whole step.
+
+    ``module(batch)`` returns ``(loss to backpropagate, {name: global value to log})``.
+    Gradient caching (``structret.training.gradcache``) calls it per chunk instead, through the same
+    wrapper so DDP/FSDP see every forward: ``mode="encode"`` gives the chunk's vectors and
+    counts, ``mode="replay"`` a loss whose gradient is the chunk's part of the step's.
+    """
+
+    def __init__(self, backbone: Any, objectives: Sequence[tuple[Any, float]]):
+        super().__init__()
+        self.backbone = backbone
+        self.net = backbone.training_module  # registers every trainable parameter
+        self.objectives = list(objectives)
+        self.contrastive = with_role(objectives, "contrastive")
+        self.corruption = with_role(objectives, "corruption")
+        self.auxiliary = [(o, w) for o, w in objectives if o.role == "auxiliary"]
+        # objectives' own trainable parts (classification heads): trained, synced and
+        # checkpointed with the backbone, but not part of the saved model
+        self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives if isinstance(o.module, nn.Module)})
+
+    def _encode(self, batch: dict[str, Any]) -> tuple[Any, Any, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+        """``(query vectors, passage vectors, {objective: (this process's mean loss, count)})``
+        for the corruption and auxiliary objectives; each side only if the batch has it."""
+        queries = passages = None
+        parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        if "passage" in batch:
+            labels = batch.get("labels")
+            passages, lm_loss = self.backbone.train_forward(batch["passage"], labels)  # the one passage forward
+            if self.corruption is not None:
+                # label_weights: the objective normalised its loss itself (per view, per process),
+                # so processes count one each and the global loss is their mean
+                count = labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
+                parts[self.corruption[0].name] = (lm_loss, count)
+            for objective, _ in self.auxiliary:
+                targets = batch.get("targets", {}).get(objective.name)
+                parts[objective.name] = check_auxiliary_loss(
+                    objective, objective.loss(self.backbone, batch["passage"], passages, targets))
+        if "query" in batch and self.contrastive is not None:
+            queries = self.backbone.embed(batch["query"], kind="query")
+        return queries, passages, parts
+
+    def _shares(self, parts: dict[str, tuple[torch.Tensor, torch.Tensor]], totals: dict[str, torch.Tensor],
+                anchor: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The corruption and auxiliary terms: this process's part of each mean over the global
+        batch, its mean times its share of the counted tokens (rows), so every process (and
+        every chunk of it) adds up to the same global mean; and those parts, to log."""
+        _, size = world()
+        total = anchor.new_zeros(())
+        shares: dict[str, torch.Tensor] = {}
+        for objective, weight in filter(None, [self.corruption, *self.auxiliary]):
+            if objective.name not in parts:  # a query chunk of gradient caching
+                continue
+            loss, count = parts[objective.name]
+            # a mean of nothing is nan; the anchor keeps the graph (and DDP's view of it) whole
+            share = loss * (count / totals[objective.name].clamp(min=1)) if count > 0 else anchor.sum() * 0.0
+            shares[objective.name] = share.detach()
+            total = total + weight * size * share  # DDP averages gradients over processes
+        return total, shares
+
+    def forward(self, batch: dict[str, Any], mode: str = "step", grad: torch.Tensor | None = None,
+                totals: dict[str, torch.Tensor] | None = None) -> Any:
+        if mode == "encode":
+            return self._encode(batch)
+        if mode == "replay":
+            queries, passages, parts = self._encode(batch)
+            vectors = queries if passages is None else passages
+            total, shares = self._shares(parts, totals or {}, vectors)
+            if grad is not None:  # the cached contrastive gradient of these very vectors
+                total = total + (vectors * grad.to(vectors.dtype)).sum()
+            return total, shares
+        if mode != "step":
+            raise ValueError(f"TrainStep mode {mode!r}: use 'step', or 'encode'/'replay' (structret.training.gradcache)")
+        _, size = world()
+        queries, passages, parts = self._encode(batch)
+        total, logs = self._shares(parts, {name: all_sum(count) for name, (_, count) in parts.items()}, passages)
+        logs = {name: all_sum(share) for name, share in logs.items()}
+        if self.contrastive is not None:
+            objective, weight = self.contrastive
+            loss = objective.loss(gather(queries), gather(passages))
+            check_contrastive_loss(objective, loss)
+            logs[objective.name] = loss.detach()
+            total = total + weight * size * loss  # DDP averages gradients over processes
+        logs["loss"] = sum(w * logs[o.name] for o, w in self.objectives)
+        return total, logs
+
+
+
+def forward_backward(module: nn.Module, batch: dict[str, Any], accelerator: Any, grad_cache_chunk: int = 0
+                     ) -> dict[str, torch.Tensor]:
+    """One step's forward and backward; the gradients are left in the parameters, reduced
+    over processes. ``grad_cache_chunk``: the same gradients, in chunks (structret.training.gradcache)."""
+    if grad_cache_chunk:
+        return cached_step(module, batch, grad_cache_chunk, accelerator)
+    loss, logs = module(batch)
+    accelerator.backward(loss)
+    return logs

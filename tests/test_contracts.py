@@ -1,0 +1,198 @@
+"""Every registered plugin (built-in and the example plugin's) against its contract, through
+structret.testing.check_plugin; and broken plugins named with the rule they break, from
+check_plugin and from a training run through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from _tiny_models import one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from structret.errors import ContractError, StructretError
+from structret.registry import get_registry
+from structret.testing import check_plugin
+
+DATA = Path(__file__).parent / "data"
+# a sample file or folder per built-in reader; the others are checked with a missing path only
+SAMPLES = {
+    "codesearchnet": (DATA / "csn" / "mined" / "functions.jsonl.gz", None),
+    "adv": (DATA / "adv" / "test.jsonl", "test"),
+    "beir": (DATA / "beir", "test"),
+    "debian-packages": (DATA / "debian", None),
+    "tevatron": (DATA / "bad" / "tevatron-bad.jsonl", None),
+}
+BERT_BACKBONES = {"hf-encoder", "minilm", "bert-base"}  # given the tiny BERT as model=
+T5_BACKBONES = {"t5", "t5-base", "codet5-base"}  # given the tiny T5 as model=
+
+
+def entries(kind: str) -> list:
+    return [pytest.param(name, id=f"{kind}-{name}") for name in get_registry().names(kind)]
+
+
+def _checked(kind: str, name: str, **options):
+    """check_plugin, with plugins whose resources are not installed here skipped (reason shown)."""
+    try:
+        return check_plugin(kind, name, **options)
+    except ContractError:
+        raise
+    except StructretError as exc:  # a tagger model or grammar that is not installed: not a broken contract
+        pytest.skip(f"{kind} {name} unavailable here: {str(exc)[:120]}")
+
+
+@pytest.mark.parametrize("name", entries("objective"))
+def test_objective_keeps_its_contract(name):
+    report = _checked("objective", name)
+    assert isinstance(report["report"], dict)
+
+
+@pytest.mark.parametrize("name", entries("extractor"))
+def test_extractor_keeps_its_contract(name):
+    assert _checked("extractor", name)["entities"] >= 0
+
+
+@pytest.mark.parametrize("name", entries("linearizer"))
+def test_linearizer_keeps_its_contract(name):
+    result = _checked("linearizer", name)
+    assert result["linearized"] + result["refused"] <= 8
+
+
+@pytest.mark.parametrize("name", entries("index"))
+def test_index_keeps_its_contract(name):
+    assert _checked("index", name)["size"] == 50
+
+
+@pytest.mark.parametrize("name", entries("retriever"))
+def test_retriever_keeps_its_contract(name):
+    assert _checked("retriever", name)["documents"] == 8
+
+
+@pytest.mark.parametrize("name", entries("dataset"))
+def test_dataset_reader_keeps_its_contract(name):
+    assert _checked("dataset", name) == {"missing path": "DataError"}
+    if name in SAMPLES:
+        path, split = SAMPLES[name]
+        assert _checked("dataset", name, path=path, split=split)["documents"] > 0
+
+
+@pytest.mark.parametrize("name", entries("backbone"))
+def test_backbone_keeps_its_contract(name, tiny_bert_dir, tiny_t5_dir, tmp_path):
+    if name in BERT_BACKBONES:
+        model = tiny_bert_dir
+    elif name in T5_BACKBONES:
+        model = tiny_t5_dir
+    elif name == "informed-transformer":
+        from structret_structure.model import initialize
+
+        model = initialize(tmp_path / "informed", ["def f(x):\n    return x + 1"] * 4, dim=32, layers=1, heads=2)
+    else:
+        pytest.skip(f"backbone {name}: no tiny local model for it (hub weights cannot load offline)")
+    result = _checked("backbone", name, model=str(model))
+    assert result["dim"] > 0 and "encoder" in result["capabilities"] and result["trainable"]
+
+
+# --- broken plugins --------------------------------------------------------------------------
+
+BROKEN = """
+import torch
+from structret import hookimpl
+from structret.contracts import ObjectiveDefaults
+
+
+class NoLabels(ObjectiveDefaults):
+    name, role, needs = "no-labels", "corruption", frozenset({"mlm"})
+
+    def check(self, backbone):
+        pass
+
+    def corrupt(self, texts, records, backbone, *, max_length, label_max_length, rngs):
+        return dict(backbone.tokenize(list(texts), kind="document", max_length=max_length))
+
+
+class Dotted(ObjectiveDefaults):
+    name, role = "dot.ted", "contrastive"
+
+    def check(self, backbone):
+        pass
+
+    def loss(self, queries, passages):
+        return (queries @ passages.T).mean()
+
+
+class FloatAux(ObjectiveDefaults):
+    name, role = "float-aux", "auxiliary"
+
+    def check(self, backbone):
+        pass
+
+    def loss(self, backbone, passages, vectors, targets):
+        return 0.5
+
+
+@hookimpl
+def register_objectives(register):
+    register("no-labels", NoLabels)
+    register("dot.ted", Dotted)
+    register("float-aux", FloatAux)
+"""
+
+
+@pytest.fixture
+def broken_plugin(make_plugin):
+    make_plugin("broken-objectives", "broken_objectives", BROKEN)
+
+
+@pytest.mark.parametrize("name, rule, said", [
+    ("no-labels", "corrupt-labels", "'labels'"),
+    ("dot.ted", "objective-name", "'.'"),
+    ("float-aux", "auxiliary-loss", "returned float"),
+])
+def test_a_broken_objective_is_named_with_its_rule(broken_plugin, name, rule, said):
+    with pytest.raises(ContractError) as info:
+        check_plugin("objective", name)
+    message = str(info.value)
+    assert f"objective '{name}'" in message and "distribution 'broken-objectives'" in message
+    assert f"[rule {rule}" in message and said in message
+
+
+def test_an_objective_without_the_optional_members_is_named(make_plugin):
+    make_plugin("bare-objectives", "bare_objectives", """
+        from structret import hookimpl
+
+        class Bare:
+            name, role = "bare", "contrastive"
+            def check(self, backbone):
+                pass
+            def loss(self, queries, passages):
+                return (queries @ passages.T).mean()
+
+        @hookimpl
+        def register_objectives(register):
+            register("bare", Bare)
+    """)
+    with pytest.raises(ContractError, match=r"it has no needs, standalone, module, counts.*rule objective-members"):
+        check_plugin("objective", "bare")
+
+
+@pytest.mark.parametrize("objective, rule", [
+    ("no-labels", "corrupt-labels"),
+    ("dr+dot.ted", "objective-name"),
+    ("dr+float-aux", "auxiliary-loss"),
+])
+def test_training_with_a_broken_objective_ends_in_one_clean_error(broken_plugin, tiny_bert_dir, tmp_path,
+                                                                  objective, rule):
+    from structret.cli import cli
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"query": f"query {i}", "positive_passages": [{"text": f"passage {i}"}]}) + "\n"
+                            for i in range(4)))
+    result = CliRunner().invoke(cli, ["train", "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
+                                      "--objective", objective, "--data", f"tevatron:{data}",
+                                      "--out", str(tmp_path / "run"), "--set", "batch_size=2", "--set", "max_steps=1"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line[line.index("Error:"):] for line in result.stderr.replace("\r", "\n").splitlines() if "Error:" in line]
+    assert len(errors) == 1 and f"[rule {rule}" in errors[0], result.stderr
