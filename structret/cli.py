@@ -1,4 +1,7 @@
-"""The ``structret`` command line.
+"""The ``structret`` command line: parse, call the library (``structret.api`` and friends), print.
+
+Over 400 lines because every command's options and its --help, with examples, are declared
+here; the work each command does lives in the library, so the API can do all of it.
 
 Start-up imports only click and the registry: torch, transformers, tree-sitter and
 friends are imported inside the commands that need them.

@@ -417,7 +417,7 @@ def test_text_format_is_what_training_and_retrieval_both_read(tmp_path, tiny_ber
 
     item = ItemRecord(id="p", title="desk lamp", content="a bright lamp", aspects={"brand": ["Acme"]})
     query = Query(id="q", text="lamp for my desk")
-    fmt = TextFormat("aspects", "brand,color")
+    fmt = TextFormat("aspects", {"aspects": "brand,color"})
     assert fmt.document(item) == "[BRAND] Acme [COLOR] [SEP] [C] desk lamp a bright lamp"
     assert fmt.query(query) == fmt.query("lamp for my desk") == "[BRAND] [COLOR] [SEP] [C] lamp for my desk"
     assert TextFormat().document(item) == item.text() and TextFormat().query(query) == query.text

@@ -111,7 +111,9 @@ def test_finetune_continues_the_pretraining_run_with_its_text_format(cache, trai
                                                  "minilm-code + santa-code-finetune"]
     pre, ft = train_calls
     assert ft.model == pre.output and ft.objective == "dr" and ft.lr == 1e-5
-    assert (ft.text_format, ft.aspects, ft.backbone) == (pre.text_format, pre.aspects, pre.backbone)
+    assert (ft.text_format, ft.backbone) == (pre.text_format, pre.backbone)
+    assert ft.plugins.get(ft.text_format) == pre.plugins.get(pre.text_format)  # a text format's options go along
+    assert ft.plugins[ft.backbone] == pre.plugins[pre.backbone]  # and the backbone's
     # the pretraining run is shared by the zero-shot row and the fine-tuned one
     assert len(runner.trained) == 2 and len(runner.reused_runs) == 1
 

@@ -59,7 +59,9 @@ def esci_dir(tmp_path_factory):
     return folder
 
 
-def test_every_builtin_reader_declares_its_task(fresh_registry, esci_dir):
+def test_every_builtin_reader_declares_its_task(fresh_registry, esci_dir, tmp_path):
+    tevatron = tmp_path / "train.jsonl"
+    tevatron.write_text('{"query": "q", "positive_passages": [{"text": "d"}]}\n', encoding="utf-8")
     cases = [
         (f"codesearchnet:{DATA / 'csn'}", "test", CODE_SEARCH),
         (f"adv:{DATA / 'adv'}", "test", CODE_SEARCH),
@@ -70,6 +72,7 @@ def test_every_builtin_reader_declares_its_task(fresh_registry, esci_dir):
         (f"debian-packages:{DATA / 'debian'}", "test", QRELS_RANKING),
         (f"debian-packages:{DATA / 'debian'}", "all", CODE_SEARCH),
         (f"debian-packages:{DATA / 'debian'}", "train", CODE_SEARCH),
+        (f"tevatron:{tevatron}", None, QRELS_RANKING),
     ]
     for spec, split, task in cases:
         assert load_dataset(spec, split=split).task == task, spec

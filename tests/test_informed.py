@@ -435,4 +435,5 @@ def test_trainer_runs_an_informed_hf_encoder(tmp_path, tiny_bert_dir, structure_
     trained = get_registry().create("backbone", "hf-encoder", model=str(final))
     assert trained.informed_layers == 1 and "structure-attention" in trained.capabilities
     # the resolved recipe keeps the options, so the run can be resumed or rerun as it was
-    assert resolve_recipe(str(tmp_path / "run" / "recipe.toml")).backbone_options == "informed_layers=1,pooling=mean"
+    saved = resolve_recipe(str(tmp_path / "run" / "recipe.toml")).plugins["hf-encoder"]
+    assert (saved["informed_layers"], saved["pooling"]) == (1, "mean")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from structret.errors import DataError
-from structret.records import Dataset, Query, ReadStats, TextRecord
+from structret.records import QRELS_RANKING, Dataset, Query, ReadStats, TextRecord
 from structret_datasets._rows import LIMIT_OPTION, check_options, field_limit
 
 READER = "tevatron"
@@ -118,4 +118,5 @@ def read(path: str, *, split: str | None = None, **options: Any) -> Dataset:
             f"{READER}: cannot read {path} at line {lineno + 1} ({exc}); the file is truncated or corrupt. "
             f"Write it again (e.g. rerun 'structret negatives'), or cut it before that line."
         ) from None
-    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, negatives=hard)
+    return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, negatives=hard,
+                   task=QRELS_RANKING)  # the queries against every passage of the file
