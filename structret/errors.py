@@ -27,3 +27,15 @@ class ArtifactError(StructretError):
 
 class TrainingError(StructretError):
     """A run cannot start or continue as asked."""
+
+
+class RecipeError(StructretError, ValueError):
+    """A recipe cannot be found, read or resolved."""
+
+
+class ObjectiveError(StructretError, ValueError):
+    """An objective spec is malformed, or an objective cannot run on the chosen backbone."""
+
+
+class RecipeWarning(UserWarning):
+    """A recipe setting that is not used, or written the old way; the run goes ahead."""
