@@ -569,7 +569,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
               help="Train this recipe (preset or .toml) on each --data's train split and add it as a row; repeatable. "
                    "Example: --recipe minilm-code --recipe santa-code --set max_steps=20")
 @click.option("--finetune", metavar="RECIPE",
-              help="Fine-tune each --recipe's run with this recipe (keeps its text_format and aspects). "
+              help="Fine-tune each --recipe's run with this recipe (keeps its backbone, text format and their options). "
                    "Example: --recipe attempt --finetune attempt-finetune")
 @click.option("--zero-shot", is_flag=True,
               help="Also score the untrained backbone, and each --recipe without --finetune. "

@@ -4,11 +4,19 @@ A plugin is a module registered under the ``structret`` entry-point group. It
 implements any of the hooks below with ``@structret.hookimpl``; each hook gets a
 ``register`` callback and calls it once per thing it provides::
 
-    register(name, target, *, aliases=(), help="")
+    register(name, target, *, aliases=(), help="", options=None)
 
 ``target`` is either the factory itself or a lazy ``"package.module:attr"`` string.
 Prefer the string: the module is imported only when a pipeline asks for that name,
 so ``structret --help`` never pays for torch, transformers or tree-sitter.
+
+``options`` is the plugin's options model (a ``structret.options.Options`` subclass, or a
+lazy ``"module:Class"`` string naming one in a module that imports nothing heavy): each
+field an option with its type, default and docstring. The factory is called with every
+option as a keyword argument, validated and completed by that model; recipes give them in a
+table named after the plugin (``[mep] extractor = "tree-sitter"``, ``--set mep.extractor=``),
+and ``structret plugins --options NAME`` prints them. Without it, the options are read off
+the factory's signature (no documentation, and the factory's module is imported to do so).
 
 Every hook is called once per process when the registry is first built.
 What the factory must return is described on each hook; ``structret.contracts``
@@ -116,8 +124,8 @@ def register_linearizers(register):
 def register_objectives(register):
     """Register pretraining and fine-tuning objectives (``sda``, ``mep``, ...).
 
-    Factory: ``objective(**options) -> Objective``, called with the recipe fields named
-    in its signature (``similarity``, ``temperature``, ``extractor``, ...). The object has
+    Factory: ``objective(**options) -> Objective``, called with its options (the run's
+    ``[name]`` table, checked by the options model it registers). The object has
     ``name``, ``role`` (``"contrastive"``, ``"corruption"`` or ``"auxiliary"``), ``needs``
     (it runs on a backbone with any one of these capabilities) and ``check(backbone)``,
     which raises ``structret.recipes.ObjectiveError`` with a sentence saying why before
