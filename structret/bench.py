@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret.contracts import optional
 from structret.evaluation import evaluate_retriever, make_protocol
 from structret.records import Dataset
 
@@ -98,7 +99,7 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
         # build every retriever before timing: model loading is not retrieval
         retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
         result.rows[system] = evaluate_retriever(protocol, retriever, system)
-        describe = getattr(retriever, "settings", None)  # optional for third-party retrievers
+        describe = optional("retriever", retriever, "settings")
         result.settings[system] = describe() if callable(describe) else "(its settings are not reported)"
     result.notes = protocol.notes
     return result

@@ -10,6 +10,9 @@ text of :data:`RULES`), never a traceback from inside the trainer.
 with small fixtures: put it in a plugin's own tests.
 
 The factories the hooks register (``structret.hookspecs``) return these objects.
+
+Over 400 lines because every plugin kind's contract is on this one page, each documented
+where it is declared, so a plugin author reads one file to learn what core calls.
 """
 
 from __future__ import annotations
@@ -365,6 +368,40 @@ class Retriever(Protocol):
 
     def score(self, queries: Sequence[str], doc_indices: "np.ndarray | None" = None) -> "np.ndarray":
         """Scores [len(queries), n] against all fitted documents, or those in ``doc_indices``."""
+
+
+# --- optional members ----------------------------------------------------------------------
+# What core reads from a plugin when the plugin has it, and does without when it does not.
+# Declared here, and read only through optional(), so every member core may touch is on this
+# page; a member core wants to read that is not declared here is a KeyError in core, at once.
+
+OPTIONAL: dict[str, dict[str, str]] = {
+    "backbone": {
+        "max_length": "tokens per text; shown in a results table's notes",
+        "pooling": "how the vector is made (cls, mean, first-decoder-position); notes and structret.json",
+        "normalize": "whether vectors are unit length; notes and structret.json",
+        "dtype": "the encoding precision it resolved (None: fp32); notes",
+    },
+    "retriever": {
+        "settings": "settings() -> str: what changes its numbers, for a results table's notes",
+        "format_document": "format_document(record) -> str: how it reads a record (default: record.text())",
+        "format_query": "format_query(query) -> str: how it reads a query (default: query.text)",
+    },
+    "extractor": {"failures": "a Counter of what it could not read, by reason (structret extract prints it)"},
+    "linearizer": {
+        "failures": "a Counter of what it could not read, by reason (structret linearize prints it)",
+        "text": "text(record) -> str | None: the record as text; only a linearizer with it can be a text_format",
+    },
+    "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors"},
+}
+
+
+def optional(kind: str, plugin: Any, member: str, default: Any = None) -> Any:
+    """``plugin``'s ``member`` if it has it, else ``default``; ``member`` must be declared in
+    :data:`OPTIONAL` for ``kind``."""
+    if member not in OPTIONAL.get(kind, {}):
+        raise KeyError(f"core reads {member!r} of a {kind}, which structret/contracts.py does not declare")
+    return getattr(plugin, member, default)
 
 
 # --- evaluation ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from structret.contracts import optional
 from structret.errors import DataError, PluginError
 from structret.records import Entity
 from structret.registry import get_registry
@@ -92,9 +93,9 @@ def extract_file(
                 f"(nltk-nouns, spacy-nouns, title-overlap)"
             )
         kwargs["title"] = title
-    failures_before = Counter(getattr(extractor, "failures", None) or {})
+    failures_before = Counter(optional("extractor", extractor, "failures") or {})
     entities = extractor.extract(text, **kwargs)
-    failures = Counter(getattr(extractor, "failures", None) or {})
+    failures = Counter(optional("extractor", extractor, "failures") or {})
     failures.subtract(failures_before)
     _check_spans(text, entities, extractor_name)
     return ExtractionResult(str(path), extractor_name, language, text, entities, +failures)

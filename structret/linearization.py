@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from structret.contracts import optional
 from structret.errors import PluginError
 from structret.extraction import LANGUAGE_OF_SUFFIX, visible, read_text
 from structret.records import CodeRecord, Query, Sequence
@@ -93,9 +94,9 @@ def linearize_file(
         language = LANGUAGE_OF_SUFFIX.get(path.suffix.lower())
     linearizer = get_registry().create("linearizer", linearizer_name, **options)
     record = CodeRecord(id=str(path), code=text, language=language or "", path=str(path))
-    failures_before = Counter(getattr(linearizer, "failures", None) or {})
+    failures_before = Counter(optional("linearizer", linearizer, "failures") or {})
     sequence = linearizer.linearize(record)
-    failures = Counter(getattr(linearizer, "failures", None) or {})
+    failures = Counter(optional("linearizer", linearizer, "failures") or {})
     failures.subtract(failures_before)
     if sequence is not None:
         _check_sequence(sequence, linearizer_name)
@@ -135,7 +136,7 @@ class TextFormat:
         if not name:
             return
         self.linearizer = get_registry().create("linearizer", name, **self.options)
-        if not callable(getattr(self.linearizer, "text", None)):
+        if not callable(optional("linearizer", self.linearizer, "text")):
             raise PluginError(f"text_format '{name}': that linearizer makes token sequences for a structure-aware "
                               f"encoder, not text (it has no text(record)); use product or aspects, or leave it empty.")
 

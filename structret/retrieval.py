@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from structret.contracts import optional
 from structret.errors import PluginError
 from structret.registry import get_registry
 
@@ -33,14 +34,14 @@ class DenseRetriever:
         """What changes this retriever's numbers, for the bench table's notes."""
         b = self.backbone
         parts = [f"model {b.name}"]
-        if getattr(b, "max_length", None):
+        if optional("backbone", b, "max_length"):
             parts.append(f"max {b.max_length} tokens per query and document")
-        if getattr(b, "pooling", None):
+        if optional("backbone", b, "pooling"):
             parts.append(f"{b.pooling} pooling")
-        if getattr(b, "normalize", None) is not None:
+        if optional("backbone", b, "normalize") is not None:
             parts.append("unit vectors" if b.normalize else "raw vectors")
-        if hasattr(b, "dtype"):
-            parts.append(f"{b.dtype or 'fp32'} encoding")
+        if hasattr(b, "dtype"):  # None is a value: fp32
+            parts.append(f"{optional('backbone', b, 'dtype') or 'fp32'} encoding")
         if self.text_format is not None and self.text_format.name:
             parts.append(f"text format {self.text_format.name}")
         return ", ".join(parts)

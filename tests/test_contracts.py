@@ -196,3 +196,32 @@ def test_training_with_a_broken_objective_ends_in_one_clean_error(broken_plugin,
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     errors = [line[line.index("Error:"):] for line in result.stderr.replace("\r", "\n").splitlines() if "Error:" in line]
     assert len(errors) == 1 and f"[rule {rule}" in errors[0], result.stderr
+
+
+def test_core_reads_a_plugins_optional_members_only_where_declared():
+    """Every member core may read from a plugin is on contracts.py's page: an optional one
+    through contracts.optional, which refuses a member that page does not declare."""
+    import ast
+    from pathlib import Path
+
+    from structret.contracts import OPTIONAL, optional
+
+    class Bare:
+        pass
+
+    assert optional("retriever", Bare(), "settings") is None
+    with pytest.raises(KeyError, match="does not declare"):
+        optional("retriever", Bare(), "secret_state")
+    plugin_names = {"retriever", "linearizer", "extractor", "miner", "objective", "backbone", "index", "b", "o"}
+    probes = []
+    import structret
+
+    for path in Path(structret.__file__).parent.rglob("*.py"):
+        if path.name in ("contracts.py", "testing.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                    and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in plugin_names):
+                probes.append(f"{path}:{node.lineno}")
+    assert not probes, f"core probes plugin objects outside contracts.optional: {probes}"
+    assert set(OPTIONAL) <= {"backbone", "retriever", "extractor", "linearizer", "miner", "index", "objective"}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Sequence
 
+from structret.contracts import optional
 from structret.errors import DataError
 from structret.mining.rules import RULE_DUPLICATE, RULES, SPLIT_NAMES, check_splits
 from structret.mining.shards import (
@@ -137,7 +138,7 @@ def mine(
         raise ValueError(f"workers={workers}, chunk_files={chunk_files}: both must be at least 1.")
     miner = get_registry().create("miner", language)
     extensions = tuple(miner.extensions)
-    standard_methods = frozenset(getattr(miner, "standard_methods", ()))
+    standard_methods = frozenset(optional("miner", miner, "standard_methods", ()))
     out_path = Path(out).expanduser()
     if out_path.is_dir():
         raise DataError(f"{out}: is a directory. Give a file name such as {language}.jsonl.gz.")

@@ -28,7 +28,7 @@ def examples_from_dataset(dataset: Any, text_format: TextFormat | None = None) -
     makes of the records, exactly what retrieval will encode. A query's hard negatives
     (``Dataset.negatives``: Tevatron lines) come with it, in the reader's order."""
     fmt = text_format or TextFormat()
-    hard = getattr(dataset, "negatives", None) or {}
+    hard = dataset.negatives
 
     def negatives(q: str) -> list[str]:
         return [fmt.document(dataset.corpus[d]) for d in hard.get(q, ()) if d in dataset.corpus]
