@@ -1,0 +1,253 @@
+"""The tables of ``structret bench --recipe`` (``recipes_table``) and ``--suite``
+(``suite_table``, with ``assign_data`` matching ``--data`` to a suite's datasets), and
+``parse_settings`` for their ``--set FIELD=VALUE``."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+from structret.suites.files import Suite, SuiteDataset, SuiteError
+from structret.suites.runner import Cell, DataSpec, Runner, resolve_spec
+from structret.suites.table import BenchTable
+
+
+def parse_settings(settings: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``--set FIELD=VALUE`` pairs -> {field: value}; a pair without ``=`` is a ``SuiteError``."""
+    out = {}
+    for pair in settings:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SuiteError(f"--set {pair!r} is not FIELD=VALUE (for example --set max_steps=20)")
+        out[key.strip()] = value.strip()  # resolve_recipe reads dashes; plugin names keep theirs
+    return out
+
+
+def _progress(i: int, n: int, label: str, data: DataSpec) -> None:
+    print(f"[{i}/{n}] {label} on {data.label}", file=sys.stderr)
+
+
+# --- recipes mode --------------------------------------------------------------------
+
+
+def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | None = None, zero_shot: bool = False,
+                  settings: dict[str, str] | None = None, systems: list[str] = (), runner: Runner | None = None,
+                  backbone: str | None = None) -> BenchTable:
+    """Each recipe trained on each dataset's train split (then ``finetune``), scored on its test split."""
+    from structret.recipes import resolve_recipe
+
+    runner = runner or Runner()
+    settings = dict(settings or {})
+    if backbone:
+        settings.setdefault("backbone", backbone)
+    rows: list[tuple[str, Cell]] = []
+    for name in systems:
+        rows.append((name, Cell(system=name)))
+    if zero_shot:
+        first = resolve_recipe(recipes[0] if recipes else None, settings)
+        base = {"backbone": first.backbone, "model": first.model, "backbone_options": first.options(first.backbone)}
+        rows.append((f"{first.backbone} (untrained)", Cell(base=base)))
+    for name in recipes:
+        label = Path(name).stem if name.endswith(".toml") else name
+        tuned = Path(finetune).stem if finetune and finetune.endswith(".toml") else finetune
+        if finetune:
+            if zero_shot:
+                rows.append((f"{label} (no fine-tuning)", Cell(recipe=name, overrides=settings)))
+            rows.append((f"{label} + {tuned}", Cell(recipe=name, finetune=finetune, overrides=settings)))
+        else:
+            rows.append((label, Cell(recipe=name, overrides=settings)))
+    for data in datas:
+        for _, cell in rows:
+            runner.check(cell, data)
+    results: dict[tuple[int, str], dict[str, Any]] = {}
+    n, i = len(rows) * len(datas), 0
+    for data in datas:
+        for r, (label, cell) in enumerate(rows):
+            i += 1
+            _progress(i, n, label, data)
+            system, options = runner.build(cell, data)
+            results[(r, data.key)] = runner.evaluate(system, options, data)
+    columns, notes = [], []
+    for data in datas:
+        first = next(results[(r, data.key)] for r in range(len(rows)))
+        for metric in first["columns"]:
+            columns.append({"key": f"{data.key}|{metric}", "dataset": data.label, "metric": metric,
+                            "kind": "measured", "header": f"{data.label}: {metric}"})
+        notes.append(f"{data.label}: {first['dataset']}, {first['protocol']} ("
+                     + ", ".join(f"{v} {k}" for k, v in first["sizes"].items()) + "). " + " ".join(first["notes"]))
+    table_rows = []
+    for r, (label, _) in enumerate(rows):
+        values = {}
+        for data in datas:
+            got = results[(r, data.key)]["row"]
+            for metric in results[(r, data.key)]["columns"]:
+                values[f"{data.key}|{metric}"] = got.get(metric)
+        table_rows.append({"label": label, "block": "", "values": values, "paper": {}, "marks": []})
+    budgets = "; ".join(f"{d.label}: {', '.join(sorted(runner.budgets.get(d.key, ())))}"
+                        for d in datas if runner.budgets.get(d.key))
+    caption = ("Scores ×100. Each recipe trained on the dataset's train split"
+               + (f", then fine-tuned with {finetune}" if finetune else "") + ", evaluated on its test split"
+               + (f" (budget — {budgets})" if budgets else "") + "."
+               + ("".join(f" {d.label} is an offline stand-in." for d in datas if d.standin)))
+    return BenchTable(title="structret bench", caption=caption, columns=columns, rows=table_rows, notes=notes)
+
+
+# --- suite mode ----------------------------------------------------------------------
+
+
+def assign_data(suite: Suite, data: list[str]) -> dict[str, str]:
+    """``KEY=FORMAT:PATH`` or ``FORMAT:PATH`` (matched to the dataset whose formats include FORMAT)."""
+    out: dict[str, str] = {}
+    keys = [d.key for d in suite.datasets]
+    for item in data:
+        head, eq, rest = item.partition("=")
+        if eq and ":" not in head:
+            if head not in keys:
+                raise SuiteError(f"--data {item}: suite '{suite.name}' has no dataset '{head}' (it has {', '.join(keys)})")
+            out[head] = rest
+            continue
+        fmt = item.partition(":")[0]
+        match = [d.key for d in suite.datasets if fmt in d.formats]
+        if len(match) != 1:
+            raise SuiteError(f"--data {item}: cannot tell which of the suite's datasets ({', '.join(keys)}) it is; "
+                             f"write KEY=FORMAT:PATH, e.g. --data {keys[0]}={item}")
+        out[match[0]] = item
+    return out
+
+
+def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, Any] | None = None,
+                settings: dict[str, str] | None = None, backbone: str | None = None,
+                runner: Runner | None = None, rows: list[str] | None = None) -> BenchTable:
+    """The paper's table: its rows and columns, the paper's numbers beside what is measured here."""
+    from structret.recipes import resolve_recipe
+
+    runner = runner or Runner()
+    settings = dict(settings or {})
+    given = assign_data(suite, list(data))
+    specs: dict[str, DataSpec | None] = {}
+    unavailable: dict[str, str] = {}
+    for d in suite.datasets:
+        if d.key in given:
+            specs[d.key] = DataSpec(d.key, d.label, given[d.key], dict(data_options or {}))
+        elif d.standin_data:
+            options = {**d.standin_options, **(data_options or {})}
+            label = (d.standin_label or d.standin_data) + (
+                f" ({', '.join(f'{k}={v}' for k, v in options.items())})" if options else "")
+            specs[d.key] = DataSpec(d.key, label, resolve_spec(d.standin_data), options, standin=True)
+        else:
+            specs[d.key] = None
+            unavailable[d.key] = d.unavailable or "no data given and no offline stand-in"
+
+    def chosen_backbone(d: SuiteDataset, spec: DataSpec) -> str | None:
+        return settings.get("backbone") or backbone or (d.standin_backbone if spec.standin else None) or None
+
+    labels = [r.label for r in suite.rows]
+    for label in rows or ():
+        if label not in labels:
+            close = difflib.get_close_matches(label, labels, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SuiteError(f"--row {label!r}: suite '{suite.name}' has no such row.{hint} Rows: {', '.join(labels)}.")
+    selected = [r for r in suite.rows if rows is None or r.label in rows]
+    todo = [(r, d) for d in suite.datasets if specs[d.key] is not None for r in selected
+            if not r.paper_only and (r.recipe.get(d.key) or r.finetune.get(d.key) or not (r.recipe or r.finetune))]
+    measured: dict[tuple[int, str], dict[str, Any]] = {}
+    backbones: dict[str, set[str]] = {}
+    cells = []
+    for row, d in todo:
+        spec = specs[d.key]
+        pick = chosen_backbone(d, spec)
+        recipe_name = row.recipe.get(d.key, "")
+        own = pick or (resolve_recipe(recipe_name).backbone if recipe_name else d.backbone) or "minilm"
+        overrides: dict[str, Any] = {}
+        overrides.update(suite.backbone_set.get(own, {}))
+        if spec.standin:
+            overrides.update(d.standin_set)
+        overrides.update(row.set.get(d.key, {}))
+        overrides.update(settings)
+        if pick:
+            overrides["backbone"] = pick
+        final_backbone = overrides.get("backbone") or own
+        backbones.setdefault(d.key, set()).add(final_backbone)
+        base = {"backbone": final_backbone, "model": overrides.get("model"),
+                "backbone_options": overrides.get("backbone_options", "")}
+        init = row.init if final_backbone == (resolve_recipe(recipe_name).backbone if recipe_name else None) else ""
+        cell = Cell(recipe=recipe_name, finetune=row.finetune.get(d.key, ""), overrides=overrides, base=base,
+                    init=init)
+        runner.check(cell, spec)
+        cells.append((row, d, cell))
+    for i, (row, d, cell) in enumerate(cells, 1):
+        spec = specs[d.key]
+        _progress(i, len(cells), f"{row.label}{f' [{row.block}]' if row.block else ''}", spec)
+        system, options = runner.build(cell, spec)
+        measured[(suite.rows.index(row), d.key)] = runner.evaluate(system, options, spec)
+
+    columns = []
+    settings_text = {}
+    for d in suite.datasets:
+        spec = specs[d.key]
+        if spec is None:
+            setting = f"cannot run: {unavailable[d.key]}"
+        else:
+            budget = ", ".join(sorted(runner.budgets.get(d.key, ()))) or "no training"
+            setting = (f"{spec.label if spec.standin else spec.spec}; backbone {', '.join(sorted(backbones.get(d.key, {'-'})))}"
+                       f"; budget {budget}")
+        settings_text[d.key] = setting
+        for m in d.metrics:
+            if any(m.label in r.paper.get(d.key, {}) for r in selected):
+                columns.append({"key": f"{d.key}|{m.label}|paper", "dataset": d.label, "metric": m.label,
+                                "kind": "paper", "header": f"{d.label} {m.label} — paper"})
+            columns.append({"key": f"{d.key}|{m.label}", "dataset": d.label, "metric": m.label, "kind": "measured",
+                            "header": f"{d.label} {m.label} — measured here "
+                                      f"({setting if spec is not None else 'cannot run, see below'})"})
+    table_rows = []
+    marks_used = False
+    for row in selected:
+        values, paper, marks = {}, {}, []
+        for d in suite.datasets:
+            got = measured.get((suite.rows.index(row), d.key))
+            for m in d.metrics:
+                if m.label in row.paper.get(d.key, {}):
+                    paper[f"{d.key}|{m.label}|paper"] = row.paper[d.key][m.label]
+                if got is None:
+                    values[f"{d.key}|{m.label}"] = None
+                    continue
+                value = _lookup(got, m.measured)
+                if value is None and m.fallback:
+                    value = _lookup(got, m.fallback)
+                    if value is not None:
+                        marks.append(f"{d.key}|{m.label}")
+                        marks_used = True
+                values[f"{d.key}|{m.label}"] = value
+        table_rows.append({"label": row.label, "block": row.block, "values": values, "paper": paper, "marks": marks,
+                           "paper_only": row.paper_only,
+                           "system": {"recipe": row.recipe, "finetune": row.finetune, "set": row.set}})
+    standins = [f"{d.label} → {specs[d.key].label}" for d in suite.datasets if specs[d.key] and specs[d.key].standin]
+    scale = "×100" if suite.scale == 100 else "as fractions"
+    caption = (f"Scores {scale}. Paper: {suite.paper}, {suite.source}. Measured here: "
+               + "; ".join(f"{d.label}: {settings_text[d.key]}" for d in suite.datasets) + ". "
+               + (f"Offline stand-ins used ({'; '.join(standins)}): the measured columns are not the paper's setting "
+                  f"and are not comparable number for number. " if standins else "")
+               + "— = no measurement (row not implemented or another paper's system); n/a = not applicable.")
+    notes = list(suite.notes)
+    notes += [f"{r.label}: {r.paper_only}" for r in selected if r.paper_only]
+    if marks_used:
+        notes.append("* = the metric's fallback column (see above), because the measured one was n/a on this data.")
+    for d in suite.datasets:
+        got = next((v for (ri, k), v in measured.items() if k == d.key), None)
+        if got:
+            notes.append(f"{d.label} measured on {got['dataset']}: {got['protocol']} ("
+                         + ", ".join(f"{v} {k}" for k, v in got["sizes"].items()) + ").")
+    return BenchTable(title=suite.title, caption=caption, columns=columns, rows=table_rows, notes=notes,
+                      scale=suite.scale, digits=suite.digits)
+
+
+def _lookup(result: dict[str, Any], column: str) -> float | None:
+    row = result["row"]
+    if column in row:
+        return row[column]
+    for name in result["columns"]:
+        if name.startswith(column):
+            return row.get(name)
+    return None

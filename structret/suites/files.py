@@ -1,0 +1,134 @@
+"""Suite files (``structret/suites/*.toml``, package data): the model of a paper's table
+(``Suite``: its datasets and metrics, its rows and the paper's numbers) and reading it."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from structret.errors import StructretError
+
+
+class SuiteError(StructretError, ValueError):
+    """A suite file cannot be found or read, or a bench table cannot be built."""
+
+
+@dataclass
+class SuiteMetric:
+    label: str                       # the paper's column name
+    measured: str                    # the protocol column measured here (exact, or a prefix)
+    fallback: str = ""               # used (and marked *) when `measured` is n/a
+
+
+@dataclass
+class SuiteDataset:
+    key: str
+    label: str
+    metrics: list[SuiteMetric]
+    formats: list[str] = field(default_factory=list)   # --data FORMAT:PATH of these formats goes here
+    backbone: str = ""               # the paper's backbone (the untrained baseline row)
+    standin_data: str = ""           # FORMAT:PATH, or "stdlib" (the mined standard library)
+    standin_options: dict[str, Any] = field(default_factory=dict)
+    standin_backbone: str = ""       # "" = each recipe's own backbone
+    standin_label: str = ""
+    standin_set: dict[str, Any] = field(default_factory=dict)
+    unavailable: str = ""            # why it cannot run without --data
+
+
+@dataclass
+class SuiteRow:
+    label: str
+    block: str = ""
+    recipe: dict[str, str] = field(default_factory=dict)     # dataset key -> pretraining recipe
+    finetune: dict[str, str] = field(default_factory=dict)   # dataset key -> fine-tuning recipe
+    set: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset key -> recipe overrides
+    init: str = ""                   # fresh-model options (backbones trained from scratch)
+    paper_only: str = ""             # why this row has no measurement
+    paper: dict[str, dict[str, str]] = field(default_factory=dict)  # dataset key -> column -> number as printed
+
+
+@dataclass
+class Suite:
+    name: str
+    title: str
+    paper: str
+    source: str
+    datasets: list[SuiteDataset]
+    rows: list[SuiteRow]
+    scale: float = 100
+    digits: int = 2
+    notes: list[str] = field(default_factory=list)
+    backbone_set: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def list_suites() -> list[str]:
+    """The names of the shipped suites (the ``*.toml`` package data beside this module)."""
+    folder = resources.files("structret") / "suites"
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def _per_dataset(value: Any, keys: list[str], where: str) -> dict[str, Any]:
+    """``"bibert"`` -> the same for every dataset; ``{code = ..., product = ...}`` as given."""
+    if value in (None, "", {}):
+        return {}
+    if isinstance(value, str):
+        return {k: value for k in keys}
+    if isinstance(value, dict):
+        unknown = set(value) - set(keys)
+        if unknown:
+            raise SuiteError(f"{where}: unknown dataset key(s) {sorted(unknown)}; the suite's datasets are {keys}")
+        return dict(value)
+    raise SuiteError(f"{where}: expected a recipe name or a table of dataset key -> recipe, got {value!r}")
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """A shipped suite by name (``santa``, ``khan-jang``, ``attempt``) or a ``.toml`` file."""
+    path = Path(name_or_path).expanduser()
+    if path.suffix == ".toml" or path.is_file():
+        if not path.is_file():
+            raise SuiteError(f"suite file {path} does not exist")
+        text, where = path.read_text(encoding="utf-8"), str(path)
+    else:
+        known = list_suites()
+        if name_or_path not in known:
+            close = difflib.get_close_matches(name_or_path, known, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SuiteError(f"unknown suite '{name_or_path}'.{hint} Shipped suites: {', '.join(known)}; "
+                             f"or pass the path of a .toml file.")
+        text = (resources.files("structret") / "suites" / f"{name_or_path}.toml").read_text(encoding="utf-8")
+        where = f"suite '{name_or_path}'"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{where}: not valid TOML ({exc})") from None
+    try:
+        datasets = []
+        for d in data.pop("datasets"):
+            metrics = [SuiteMetric(**m) for m in d.pop("metrics")]
+            datasets.append(SuiteDataset(metrics=metrics, **d))
+        keys = [d.key for d in datasets]
+        rows = []
+        for i, r in enumerate(data.pop("rows")):
+            at = f"{where}, row {i + 1} ({r.get('label', '?')})"
+            r["recipe"] = _per_dataset(r.get("recipe"), keys, at)
+            r["finetune"] = _per_dataset(r.get("finetune"), keys, at)
+            r["set"] = _per_dataset(r.get("set"), keys, at)
+            _per_dataset(r.get("paper"), keys, at)
+            rows.append(SuiteRow(**r))
+        suite = Suite(datasets=datasets, rows=rows, **data)
+    except (KeyError, TypeError) as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+    for row in suite.rows:
+        for key, numbers in row.paper.items():
+            labels = {m.label for d in suite.datasets if d.key == key for m in d.metrics}
+            unknown = set(numbers) - labels
+            if unknown:
+                raise SuiteError(f"{where}, row {row.label}: paper numbers for unknown column(s) {sorted(unknown)} "
+                                 f"of dataset '{key}' (columns: {sorted(labels)})")
+    return suite
+

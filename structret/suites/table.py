@@ -1,0 +1,117 @@
+"""``BenchTable``: one bench table (rows = systems, columns = dataset x metric) as
+markdown, JSON and a bar chart (matplotlib, imported only when plotting)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class BenchTable:
+    """Rows = systems, columns = dataset x metric (paper and measured side by side in suites).
+
+    Measured values are fractions (``values``); paper numbers are kept as printed
+    (``paper``, strings); both are shown at ``scale`` (100: the paper prints x100).
+    """
+
+    title: str
+    caption: str
+    columns: list[dict[str, Any]]          # {key, dataset, metric, kind: measured|paper, header}
+    rows: list[dict[str, Any]]             # {label, block, values: {key: float|None}, paper: {key: str}, marks, system}
+    notes: list[str] = field(default_factory=list)
+    scale: float = 100
+    digits: int = 2
+
+    def cell(self, row: dict[str, Any], column: dict[str, Any]) -> str:
+        key = column["key"]
+        if column["kind"] == "paper":
+            return row.get("paper", {}).get(key) or "—"
+        value = row.get("values", {}).get(key)
+        if value is None:
+            return "—" if row.get("paper_only") else "n/a"
+        return f"{value * self.scale:.{self.digits}f}" + ("*" if key in row.get("marks", []) else "")
+
+    def markdown(self) -> str:
+        header = ["system", *(c["header"] for c in self.columns)]
+        lines = [f"**{self.title}**", "", "| " + " | ".join(header) + " |",
+                 "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+        block = None
+        for row in self.rows:
+            if row.get("block") and row["block"] != block:
+                block = row["block"]
+                lines.append("| " + " | ".join([f"*{block}*"] + [""] * len(self.columns)) + " |")
+            lines.append("| " + " | ".join([row["label"], *(self.cell(row, c) for c in self.columns)]) + " |")
+        lines += ["", self.caption]
+        if self.notes:
+            lines += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def write_json(self, path: str | os.PathLike) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+
+    @classmethod
+    def read_json(cls, path: str | os.PathLike) -> BenchTable:
+        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def plot(self, path: str | os.PathLike) -> None:
+        """A bar chart of the same numbers: one panel per dataset x metric, measured beside paper."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        measured = [c for c in self.columns if c["kind"] == "measured"]
+        paper_of = {(c["dataset"], c["metric"]): c for c in self.columns if c["kind"] == "paper"}
+        panels = max(1, len(measured))
+        labels = [r["label"] + (f" [{r['block']}]" if r.get("block") else "") for r in self.rows]
+        height = max(2.5, 0.35 * len(labels) + 1.2)
+        fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels + 2.5, height), sharey=True, squeeze=False)
+        ys = list(range(len(labels)))
+        for ax, column in zip(axes[0], measured or [None]):
+            if column is None:
+                break
+            paper = paper_of.get((column["dataset"], column["metric"]))
+            got = [(r.get("values", {}).get(column["key"]) or 0.0) * self.scale for r in self.rows]
+            width = 0.4 if paper else 0.8
+            ax.barh([y - (width / 2 if paper else 0) for y in ys], got, height=width, label="measured here",
+                    color="tab:blue")
+            if paper:
+                printed = [_number(r.get("paper", {}).get(paper["key"])) for r in self.rows]
+                ax.barh([y + width / 2 for y in ys], [p or 0.0 for p in printed], height=width, label="paper",
+                        color="tab:gray")
+            ax.set_title(f"{column['dataset']}: {column['metric']}", fontsize=9)
+            ax.invert_yaxis()
+            ax.tick_params(axis="x", labelsize=8)
+        axes[0][0].set_yticks(ys)
+        axes[0][0].set_yticklabels(labels, fontsize=8)
+        axes[0][0].legend(fontsize=7, loc="lower right")
+        fig.suptitle(self.title, fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+    def write(self, out: str | os.PathLike) -> dict[str, Path]:
+        """``results.json``, ``results.md`` and ``results.png`` in ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"json": out / "results.json", "md": out / "results.md", "png": out / "results.png"}
+        self.write_json(paths["json"])
+        paths["md"].write_text(self.markdown(), encoding="utf-8")
+        self.plot(paths["png"])
+        return paths
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
