@@ -150,8 +150,10 @@ class Settings:
                 self.items.append(("loose", key, value, where, from_file))
 
 
-def plugin_options(settings: Settings, used: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every used plugin's options, from the tables, loose keys and slot options, validated."""
+def plugin_options(settings: Settings, used: dict[str, Any], quiet: set[str] = frozenset()) -> dict[str, dict[str, Any]]:
+    """Every used plugin's options, from the tables, loose keys and slot options, validated.
+    A file's table for a plugin the run does not use is dropped, with a warning unless the
+    plugin is in ``quiet`` (the file used it; an override dropped it)."""
     from structret.options import plain
     from structret.registry import get_registry
 
@@ -197,7 +199,8 @@ def plugin_options(settings: Settings, used: dict[str, Any]) -> dict[str, dict[s
                 if flag:
                     raise RecipeError(f"{where}: '{key}' is not a plugin of this run ({used_text(used)}), so "
                                       f"its options {sorted(value)} would not be used.")
-                _warn(f"{where}: the options for '{key}' are not used: this run uses {used_text(used)}")
+                if key not in quiet:
+                    _warn(f"{where}: the options for '{key}' are not used: this run uses {used_text(used)}")
                 continue
             given[target].update(value)
 

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from structret.errors import ObjectiveError, RecipeError, RecipeWarning  # noqa: F401  (importers)
+from structret.errors import ObjectiveError, RecipeError, RecipeWarning, StructretError  # noqa: F401  (importers)
 from structret.plugin_tables import (  # noqa: F401  (parse_objectives, parse_options_field: importers)
     Settings,
     parse_objectives,
@@ -208,13 +208,23 @@ def resolve_recipe(name_or_path: str | None = None, overrides: dict[str, Any] | 
         for key, value in loaded.items():
             settings.add(key, value, source, from_file=True)
         settings.core.setdefault("name", Path(source).stem if source.endswith(".toml") else source)
+    # plugins the file itself uses: their tables are dropped quietly when an override drops them
+    # (santa-code with --objective sda), and with a warning when the file never used them
+    own = _plugins_of(dict(settings.core))
     for key, value in (overrides or {}).items():
         if value is not None:
             settings.add(key, value, f"override {key}", from_file=False)
     recipe = _core(settings.core, source)  # core fields first: they say which plugins the run uses
     used = run_plugins(recipe.to_dict(), CORE_FIELDS)
-    recipe.plugins = plugin_options(settings, used)
+    recipe.plugins = plugin_options(settings, used, quiet=own)
     return recipe
+
+
+def _plugins_of(core: dict[str, Any]) -> set[str]:
+    try:
+        return set(run_plugins(Recipe(**core).to_dict(), CORE_FIELDS))
+    except (StructretError, ValueError):  # the file alone may not resolve; the overrides may fix it
+        return set()
 
 
 # --- writing ---------------------------------------------------------------------------

@@ -84,6 +84,13 @@ def test_a_table_for_a_plugin_the_run_does_not_use_is_dropped_with_a_warning(tmp
         resolve_recipe(str(file))
 
 
+def test_a_presets_table_dropped_by_an_override_goes_quietly():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecipeWarning)
+        recipe = resolve_recipe("santa-code", {"objective": "sda"})  # the preset's [mep] is not for this run
+    assert "mep" not in recipe.plugins and recipe.plugins["sda"]["similarity"] == "dot"
+
+
 def test_old_flat_recipes_still_load_with_a_deprecation_warning(tmp_path):
     # what a run wrote before plugin tables: every field at the top level, None as ""
     file = tmp_path / "recipe.toml"
