@@ -520,9 +520,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
       torchrun --nproc_per_node 2 $(which structret) train --recipe santa-code --data ... --out runs/ddp
       structret train --recipe santa-code --data ... --grad-cache-chunk 16 --out runs/big-batch   # docs/scale.md
     """
-    from pathlib import Path
-
-    from structret.recipes import check_plugins, list_recipes as shipped, resolve_recipe
+    from structret.recipes import list_recipes as shipped, resolve_recipe
 
     if list_recipes:
         presets = [resolve_recipe(name) for name in shipped()]
@@ -531,25 +529,17 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
             click.echo(f"{r.name.ljust(width)}  {r.description}")
             click.echo(f"{'':{width}}  reproduces: {r.reproduces or '(not stated)'}")
         return
-    overrides = {"objective": objective, "backbone": backbone, "model": model, "data": data,
-                 "split": split, "output": output, "grad_cache_chunk": grad_cache_chunk}
-    for pair in settings:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.UsageError(f"--set {pair!r} is not FIELD=VALUE (for example --set lr=2e-5)")
-        overrides[key.strip()] = value.strip()  # resolve_recipe reads dashes; plugin names keep theirs
-    if backbone_options:
+    from structret.api import train as train_run
+    from structret.plugin_tables import parse_settings
+
+    overrides = {"split": split, "grad_cache_chunk": grad_cache_chunk, **parse_settings(settings)}
+    if backbone_options:  # whatever the run's backbone is
         overrides["backbone_options"] = ",".join(backbone_options)
     if data_options:
         overrides["data_options"] = ",".join(data_options)
-    if resume and recipe is None and output and (Path(output) / "recipe.toml").exists():
-        recipe = str(Path(output) / "recipe.toml")
-    resolved = resolve_recipe(recipe, overrides)
-    check_plugins(resolved)
-    from structret.training import train as run_training  # torch: only once the recipe is known to be sound
-
-    final = run_training(resolved, resume=resume, verify=not no_verify)
-    click.echo(f"trained model: {final}")
+    run = train_run(recipe, data=data, out=output, objective=objective, backbone=backbone, model=model,
+                    resume=resume, verify=not no_verify, settings=overrides)
+    click.echo(f"trained model: {run.final}")
 
 
 # --- bench ---------------------------------------------------------------------------

@@ -20,6 +20,19 @@ from structret.errors import ObjectiveError, PluginError, RecipeError, RecipeWar
 SLOT_FIELDS = {"backbone_options": "backbone", "data_options": "dataset"}
 
 
+def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``--set FIELD=VALUE`` / ``--set PLUGIN.OPTION=VALUE`` pairs -> {key: value}, for
+    ``resolve_recipe`` (which reads dashes in core fields; plugin names keep theirs)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise RecipeError(f"--set {pair!r} is not FIELD=VALUE or PLUGIN.OPTION=VALUE "
+                              f"(for example --set lr=2e-5 or --set mep.extractor=tree-sitter)")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def parse_options_field(text: str) -> dict[str, Any]:
     """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (the old
     backbone_options and data_options strings)."""

@@ -29,7 +29,8 @@ Changing one recipe field therefore re-trains and re-evaluates only the rows it 
 This package imports only the standard library at import time.
 """
 
-from structret.suites.build import assign_data, parse_settings, recipes_table, suite_table
+from structret.plugin_tables import parse_settings
+from structret.suites.build import assign_data, recipes_table, suite_table
 from structret.suites.files import Suite, SuiteDataset, SuiteError, SuiteMetric, SuiteRow, list_suites, load_suite
 from structret.suites.runner import CACHE_VERSION, Cell, DataSpec, Runner, cache_root, resolve_spec
 from structret.suites.table import BenchTable

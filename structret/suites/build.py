@@ -1,6 +1,6 @@
 """The tables of ``structret bench --recipe`` (``recipes_table``) and ``--suite``
 (``suite_table``, with ``assign_data`` matching ``--data`` to a suite's datasets), and
-``parse_settings`` for their ``--set FIELD=VALUE``."""
+``structret.plugin_tables.parse_settings`` for their ``--set FIELD=VALUE``."""
 
 from __future__ import annotations
 
@@ -12,17 +12,6 @@ from typing import Any
 from structret.suites.files import Suite, SuiteDataset, SuiteError
 from structret.suites.runner import Cell, DataSpec, Runner, resolve_spec
 from structret.suites.table import BenchTable
-
-
-def parse_settings(settings: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``--set FIELD=VALUE`` pairs -> {field: value}; a pair without ``=`` is a ``SuiteError``."""
-    out = {}
-    for pair in settings:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SuiteError(f"--set {pair!r} is not FIELD=VALUE (for example --set max_steps=20)")
-        out[key.strip()] = value.strip()  # resolve_recipe reads dashes; plugin names keep theirs
-    return out
 
 
 def _progress(i: int, n: int, label: str, data: DataSpec) -> None:
