@@ -159,7 +159,7 @@ def test_every_option_model_is_documented_and_matches_its_factory():
             own = parameters[name].default
             if own is not inspect.Parameter.empty and not preset:
                 declared = field.get_default(call_default_factory=True)
-                assert plain(declared) == plain(own), f"{entry.what}: option {name} defaults to {declared!r}, its factory to {own!r}"
+                assert plain(declared) == plain(own), f"{entry.what}: {name} defaults to {declared!r}, its factory's to {own!r}"
 
 
 @pytest.mark.parametrize("reader", ["codesearchnet", "adv", "esci", "esci-santa-pretrain", "debian-packages",

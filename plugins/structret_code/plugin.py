@@ -35,7 +35,8 @@ def register_linearizers(register):
     # Khan & Jang's inputs: the code's tokens, and its AST in pre-order with each token's parent
     module = "structret_code.linearizers"
     options = "structret_code.options:CodeLinearizer"  # one model: the four take the same options
-    register("raw", f"{module}:raw", options=options, help="the code's own tokens (Python tokenize, else tree-sitter leaves)")
+    register("raw", f"{module}:raw", options=options,
+             help="the code's own tokens (Python tokenize, else tree-sitter leaves)")
     register("dfs", f"{module}:dfs", options=options, help="pre-order AST tokens (Python ast, else tree-sitter)")
     register("dfs-parent", f"{module}:dfs_parent", options=options, help="pre-order AST tokens with each token's parent")
     register("bfs", f"{module}:bfs", options=options, help="breadth-first AST tokens with each token's parent")
