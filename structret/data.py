@@ -43,9 +43,18 @@ def _convert(raw: str) -> Any:
 
 
 def load_dataset(spec: str, *, split: str | None = None, options: dict[str, Any] | None = None) -> Dataset:
+    """The dataset ``FORMAT:PATH`` names, read by FORMAT's reader with ``options`` checked and
+    completed by the reader's options model (an unknown or ill-typed option is a PluginError
+    listing the reader's options)."""
+    from structret.options import CORE_ARGUMENTS
+
     fmt, path = parse_data_spec(spec)
-    reader = get_registry().get("dataset", fmt).load()
-    dataset = reader(path, split=split, **(options or {}))
+    options = dict(options or {})
+    core = [key for key in CORE_ARGUMENTS["dataset"] if key in options]
+    if core:
+        raise DataError(f"'{core[0]}' is not a reader option: the path goes in --data FORMAT:PATH and the "
+                        f"split in --split.")
+    dataset = get_registry().create("dataset", fmt, path, split=split, **options)
     if dataset.name == fmt:  # tables name the data the user named
         dataset.name = spec + (f" [{split}]" if split else "")
     return dataset

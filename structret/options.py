@@ -25,7 +25,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from structret.errors import PluginError
 
@@ -119,7 +119,9 @@ def validate(model: type[BaseModel], values: dict[str, Any], *, what: str) -> di
     unknown = [key for key in values if key not in model.model_fields]
     if unknown:
         known = list(model.model_fields)
-        close = difflib.get_close_matches(unknown[0], known, n=1)
+        # m for M: the case alone is wrong
+        close = ([k for k in known if k.lower() == unknown[0].lower()]
+                 or difflib.get_close_matches(unknown[0], known, n=1))
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise PluginError(f"{what} has no option '{unknown[0]}'.{hint} Its options: {listing(model)}. "
                           f"(structret plugins --options NAME prints them with their documentation.)")
@@ -152,3 +154,13 @@ def _split_commas(value: Any) -> Any:
 
 # A list option that the command line may give as "a,b,c".
 Names = typing.Annotated[list[str], BeforeValidator(_split_commas)]
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic would take true as 1
+        raise ValueError("a whole number is expected, not true/false")
+    return value
+
+
+# A whole number >= 1 (a count, a size): 2e6 from the command line is taken, 2.5 and true are not.
+Count = typing.Annotated[int, BeforeValidator(_not_a_bool), Field(ge=1)]

@@ -293,17 +293,18 @@ def _check_dataset(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
     path = options.pop("path", None)
     split = options.pop("split", None)
-    reader = get_registry().get("dataset", name).load()
+    registry = get_registry()
+    registry.check("dataset", name, options)  # a bad option is the caller's, not a broken plugin
     if path is None:  # no data given: what it does with a path that does not exist
         missing = str(Path(tempfile.gettempdir()) / "structret-check-no-such-path")
         try:
-            reader(missing, split=split, **options)
+            registry.create("dataset", name, missing, split=split, **options)
         except DataError:
             return {"missing path": "DataError"}
         except Exception as exc:
             raise broken("dataset", name, "dataset-shape", f"a missing path raised {type(exc).__name__}: {exc}") from exc
         raise broken("dataset", name, "dataset-shape", "a missing path gave a dataset, not a DataError")
-    ds = reader(str(path), split=split, **options)
+    ds = registry.create("dataset", name, str(path), split=split, **options)
     if not isinstance(ds, Dataset):
         raise broken("dataset", name, "dataset-shape", f"it returned {type(ds).__name__}")
     bad = [f"qrels of {q}" for q, docs in ds.qrels.items() if q not in ds.queries or not set(docs) <= set(ds.corpus)]

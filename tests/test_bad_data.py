@@ -19,7 +19,7 @@ BAD = Path(__file__).parent / "data" / "bad"
 
 
 def _read(reader: str, path: Path, **kwargs):
-    return get_registry().get("dataset", reader).load()(str(path), **kwargs)
+    return get_registry().create("dataset", reader, str(path), **kwargs)
 
 
 def _check(stats, *, read: int, used: int, skipped: dict[str, int], file: Path) -> None:

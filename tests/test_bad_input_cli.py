@@ -181,7 +181,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("option, phrase", [
     (["--index", "hnsw", "--index-option", "m=32"], "Did you mean 'M'?"),
-    (["--index", "flat", "--index-option", "efx=3"], "Options it accepts:"),
+    (["--index", "flat", "--index-option", "efx=3"], "Its options: chunk_size (int, default 65536)"),
     (["--backbone-option", "dtyp=fp32"], "Did you mean 'dtype'?"),
     (["--backbone-option", "poolng=mean"], "Did you mean 'pooling'?"),
 ])

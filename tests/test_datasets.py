@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from _esci_files import EXAMPLE_NAMES, PRODUCT_NAMES, write_parquet
 
-from structret.errors import DataError
+from structret.errors import DataError, PluginError
 from structret.records import CodeRecord, ItemRecord, TextRecord
+from structret.registry import get_registry
 from structret_datasets import adv, beir, codesearchnet, esci
 
 DATA = Path(__file__).parent / "data"
@@ -20,6 +21,11 @@ CSN_PY_TEST = CSN / "python" / "final" / "jsonl" / "test" / "python_test_0.jsonl
 MINED = DATA / "csn" / "mined" / "functions.jsonl.gz"
 ADV = DATA / "adv"
 BEIR = DATA / "beir"
+
+
+def create(reader: str, path, **options):
+    """The reader as core calls it: options checked by its options model."""
+    return get_registry().create("dataset", reader, str(path), **options)
 
 
 def counts(ds) -> tuple[int, dict[str, int]]:
@@ -215,8 +221,8 @@ def test_csn_errors_say_what_exists(tmp_path):
         codesearchnet.read(str(tmp_path))
     with pytest.raises(DataError, match=r"pattern .* matches no files"):
         codesearchnet.read(str(tmp_path / "*.jsonl.gz"))
-    with pytest.raises(DataError, match=r"unknown option 'lang'\. Accepted options: language"):
-        codesearchnet.read(str(CSN), lang="python")
+    with pytest.raises(PluginError, match=r"'codesearchnet' has no option 'lang'\. Did you mean 'language'\?"):
+        create("codesearchnet", CSN, lang="python")
 
 
 def test_csn_is_registered_under_its_alias():
@@ -295,10 +301,11 @@ def test_adv_errors():
         adv.read(str(ADV), split="dev")
     with pytest.raises(DataError, match=r"is the 'test' split, but split 'valid' was asked"):
         adv.read(str(ADV / "test.jsonl"), split="valid")
-    with pytest.raises(DataError, match=r"code_text 'ast' is not one of: tokens, raw"):
-        adv.read(str(ADV), code_text="ast")
-    with pytest.raises(DataError, match=r"unknown option 'language'.*code_text"):
-        adv.read(str(ADV), language="python")
+    with pytest.raises(PluginError, match=r"code_text='ast': Input should be 'tokens' or 'raw'"):
+        create("adv", ADV, code_text="ast")
+    with pytest.raises(PluginError, match=r"no option 'language'.*Its options: .*code_text"):
+        create("adv", ADV, language="python")
+    assert create("adv", ADV / "test.jsonl", code_text="RAW").corpus  # a choice is read in any case
     with pytest.raises(DataError, match=r"does not exist"):
         adv.read(str(ADV / "missing"))
 
@@ -414,14 +421,14 @@ def test_esci_options_select_rows(esci_dir):
 
 
 def test_esci_errors(esci_dir, tmp_path):
-    with pytest.raises(DataError, match=r"locale 'de' is not one of: us, es, jp, all"):
-        esci.read(str(esci_dir), locale="de")
+    with pytest.raises(PluginError, match=r"locale='de': Input should be 'us', 'es', 'jp' or 'all'"):
+        create("esci", esci_dir, locale="de")
     with pytest.raises(DataError, match=r"split 'valid' is not one of: train, test"):
         esci.read(str(esci_dir), split="valid")
-    with pytest.raises(DataError, match=r"version 'medium' is not one of: small, large"):
-        esci.read(str(esci_dir), version="medium")
-    with pytest.raises(DataError, match=r"unknown option 'lang'"):
-        esci.read(str(esci_dir), lang="us")
+    with pytest.raises(PluginError, match=r"version='medium': Input should be 'small' or 'large'"):
+        create("esci", esci_dir, version="medium")
+    with pytest.raises(PluginError, match=r"'esci' has no option 'lang'"):
+        create("esci", esci_dir, lang="us")
     with pytest.raises(DataError, match=r"does not exist"):
         esci.read(str(tmp_path / "nowhere"))
 
@@ -501,8 +508,8 @@ def test_beir_errors(tmp_path):
         beir.read(str(tmp_path))
     with pytest.raises(DataError, match=r"is a file, not a folder"):
         beir.read(str(BEIR / "corpus.jsonl"))
-    with pytest.raises(DataError, match=r"unknown option 'lowercase'\. Accepted options: max_field_chars \("):
-        beir.read(str(BEIR), lowercase=True)
+    with pytest.raises(PluginError, match=r"no option 'lowercase'\. Its options: max_field_chars \(int, default 1000000"):
+        create("beir", BEIR, lowercase=True)
 
 
 # --- the Python docstring stripper ------------------------------------------------------

@@ -195,8 +195,8 @@ def test_save_load_round_trip_through_registry(tmp_path):
     registry = Registry()
 
     def register(kind):
-        def add(name, target, *, aliases=(), help=""):
-            registry.add(PluginEntry(kind, name, target, tuple(aliases), help, "structure", "structret"))
+        def add(name, target, *, aliases=(), help="", options=None):
+            registry.add(PluginEntry(kind, name, target, tuple(aliases), help, "structure", "structret", options))
         return add
 
     plugin.register_backbones(register("backbone"))

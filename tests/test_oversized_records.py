@@ -12,7 +12,7 @@ import pytest
 from _esci_files import EXAMPLE_NAMES, PRODUCT_NAMES, write_parquet
 from click.testing import CliRunner
 
-from structret.errors import DataError
+from structret.errors import DataError, PluginError
 from structret.records import MAX_FIELD_CHARS
 from structret.registry import get_registry
 
@@ -20,7 +20,7 @@ LIMIT = 1000  # a small limit through the reader option keeps the files small
 
 
 def _read(reader: str, path: Path, **kwargs):
-    return get_registry().get("dataset", reader).load()(str(path), **kwargs)
+    return get_registry().create("dataset", reader, str(path), **kwargs)  # options checked, as core reads
 
 
 def _assert_one_oversized(stats, *, used: int, field: str, where: str, size: int, limit: int = LIMIT) -> None:
@@ -85,13 +85,15 @@ def test_max_field_chars_may_be_written_2e3(tmp_path):
 @pytest.mark.parametrize("value", [0, -5, "big", 2.5, True])
 def test_a_bad_max_field_chars_is_refused(tmp_path, value):
     file = _write_jsonl_gz(tmp_path / "rows.jsonl.gz", [_csn_row(1)])
-    with pytest.raises(DataError, match=r"codesearchnet: max_field_chars must be a whole number of characters >= 1"):
+    with pytest.raises(PluginError, match=r"dataset 'codesearchnet': max_field_chars=.*(integer|greater than or equal "
+                                          r"to 1|whole number)"):
         _read("codesearchnet", file, max_field_chars=value)
 
 
 @pytest.mark.parametrize("reader", ["codesearchnet", "adv", "beir", "debian-packages", "esci", "esci-santa-pretrain"])
 def test_every_reader_names_max_field_chars_among_its_options(tmp_path, reader):
-    with pytest.raises(DataError, match=r"unknown option 'max_chars'\. Accepted options: .*max_field_chars \("):
+    with pytest.raises(PluginError, match=r"no option 'max_chars'\. Did you mean 'max_field_chars'\? Its options: "
+                                          r".*max_field_chars \(int, default 1000000\)"):
         _read(reader, tmp_path, max_chars=5)
 
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from structret.cli import cli
-from structret.options import describe
+from structret.options import describe, plain
 from structret.recipes import (
     CORE_FIELDS,
     RecipeError,
@@ -112,7 +112,8 @@ def test_the_written_recipe_reads_back_equal(tmp_path):
                                          "model": None, "data": "esci:somewhere"})
     write_recipe(recipe, tmp_path / "recipe.toml")
     text = (tmp_path / "recipe.toml").read_text()
-    assert "[mlm]" in text and "[aspect-class]" in text and "[aspects]" in text and "[esci]" not in text
+    assert "[mlm]" in text and "[aspect-class]" in text and "[aspects]" in text
+    assert '[esci]\nmax_field_chars = 1000000\nversion = "small"\nlocale = "us"\n' in text  # the reader's too
     with warnings.catch_warnings():
         warnings.simplefilter("error", RecipeWarning)
         again = read_recipe(tmp_path / "recipe.toml")
@@ -131,12 +132,25 @@ def test_plugins_options_lists_types_defaults_and_docs():
     assert result.exit_code == 1 and "Did you mean 'mep'" in result.output
 
 
-def test_every_declared_option_model_is_documented_and_matches_its_factory():
-    """A declared default that differs from the factory's own would depend on the caller."""
+# kinds whose every plugin declares an options model (miners take none; protocols are built by core)
+DECLARING_KINDS = ("dataset", "backbone", "index", "retriever", "extractor", "linearizer", "objective")
+
+
+def test_every_plugin_declares_its_options():
+    """Built-in and the example plugin's: one mechanism documents and validates every option."""
+    registry = get_registry()
+    assert registry.has("extractor", "regex-identifiers"), "the example plugin (plugins/example) is not installed"
+    undeclared = [e.what for e in registry.all() if e.kind in DECLARING_KINDS and e.options is None]
+    assert not undeclared, f"no options model registered: {undeclared}"
+
+
+def test_every_option_model_is_documented_and_matches_its_factory():
+    """A declared option the factory does not take would fail at creation; a default that differs
+    from the factory's own would depend on the caller (the registry passes every option)."""
     import inspect
 
     for entry in get_registry().all():
-        if not isinstance(entry.options, str):
+        if entry.options is None:
             continue
         model = entry.options_model()
         for info in describe(model):
@@ -144,8 +158,51 @@ def test_every_declared_option_model_is_documented_and_matches_its_factory():
         factory = entry.load()
         parameters = inspect.signature(factory).parameters
         takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
-        for name in model.model_fields:
-            assert name in parameters or takes_any, f"{entry.name}: option {name} is not a factory parameter"
+        assert not takes_any, f"{entry.what}: declares its options, so its factory takes them by name"
+        # a preset (registry.takes_options_of: minilm, t5-base) shows its target's defaults and sets its own
+        preset = "__signature__" in vars(factory)
+        for name, field in model.model_fields.items():
+            assert name in parameters, f"{entry.what}: option {name} is not a factory parameter"
+            own = parameters[name].default
+            if own is not inspect.Parameter.empty and not preset:
+                declared = field.get_default(call_default_factory=True)
+                assert plain(declared) == plain(own), f"{entry.what}: {name} defaults to {declared!r}, its factory's to {own!r}"
+
+
+@pytest.mark.parametrize("reader", ["codesearchnet", "adv", "esci", "esci-santa-pretrain", "debian-packages",
+                                    "beir", "tevatron"])
+def test_a_reader_refuses_an_unknown_option_listing_its_own(tmp_path, reader):
+    from structret.data import load_dataset
+    from structret.errors import PluginError
+
+    with pytest.raises(PluginError) as error:
+        load_dataset(f"{reader}:{tmp_path}", options={"max_chars": 5})  # refused before the path is looked at
+    assert f"dataset '{reader}' has no option 'max_chars'" in str(error.value)
+    assert "Did you mean 'max_field_chars'?" in str(error.value)
+    for option in describe(get_registry().get("dataset", reader).options_model()):
+        assert f"{option.name} ({option.type}, default {option.default!r})" in str(error.value)
+
+
+def test_a_reader_option_is_converted_by_its_model(tmp_path):
+    from structret.data import load_dataset
+    from structret.errors import DataError, PluginError
+
+    with pytest.raises(PluginError, match=r"locale='fr': Input should be 'us', 'es', 'jp' or 'all'"):
+        load_dataset(f"esci:{tmp_path}", options={"locale": "fr"})
+    with pytest.raises(DataError, match="does not exist"):  # JP is jp: the options pass, the path is read
+        load_dataset(f"esci:{tmp_path / 'nowhere'}", options={"locale": "JP", "max_field_chars": 2e6})
+    with pytest.raises(DataError, match="'split' is not a reader option.*--split"):
+        load_dataset(f"esci:{tmp_path}", options={"split": "test"})
+
+
+def test_plugins_options_documents_a_reader():
+    result = CliRunner().invoke(cli, ["plugins", "--options", "esci"])
+    assert result.exit_code == 0, result.output
+    for line in ("locale  ('us' | 'es' | 'jp' | 'all', default 'us')", "version  ('small' | 'large', default 'small')",
+                 "categories  (str | None, default None)", "max_field_chars  (int, default 1000000)",
+                 "Which market's queries and products", "--set esci.max_field_chars=VALUE"):
+        assert line in result.output
+    assert "checks them itself" not in result.output
 
 
 def test_a_bad_option_fails_in_well_under_a_second_of_work():
@@ -156,3 +213,14 @@ def test_a_bad_option_fails_in_well_under_a_second_of_work():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "no option 'nosuch'" in out.stderr
     assert out.stdout.split() == ["exit", "1", "False"]
+
+
+def test_listing_every_plugins_options_imports_nothing_heavy():
+    """Option models are lazy "module:Class" strings in modules that import no plugin code."""
+    code = ("import sys\nfrom structret.registry import get_registry\nfrom structret.options import describe\n"
+            "for e in get_registry().all():\n    if e.options is not None:\n        describe(e.options_model())\n"
+            "heavy = ('torch', 'numpy', 'pyarrow', 'tree_sitter', 'transformers', 'hnswlib', 'bm25s', 'nltk', "
+            "'spacy', 'pymilvus')\nprint(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]"]

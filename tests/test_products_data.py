@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from _esci_files import EXAMPLE_NAMES, PRODUCT_NAMES, write_parquet
 
-from structret.errors import DataError
+from structret.errors import DataError, PluginError
 from structret.records import ItemRecord
+from structret.registry import get_registry
 from structret_datasets import debian, esci
 
 DATA = Path(__file__).parent / "data"
@@ -155,8 +156,8 @@ def test_esci_categories_join_as_one_aspect_per_level(esci_dir, tmp_path):
 def test_esci_category_file_errors(esci_dir, tmp_path):
     with pytest.raises(DataError, match=r"category file .*nowhere\.jsonl does not exist"):
         esci.read(str(esci_dir), categories=str(tmp_path / "nowhere.jsonl"))
-    with pytest.raises(DataError, match=r"unknown option 'category'.*categories"):
-        esci.read(str(esci_dir), category="x.jsonl")
+    with pytest.raises(PluginError, match=r"'esci' has no option 'category'\. Did you mean 'categories'"):
+        get_registry().create("dataset", "esci", str(esci_dir), category="x.jsonl")
 
 
 def test_esci_categories_in_a_gzip_file_for_all_locales(esci_dir, tmp_path):
@@ -202,13 +203,12 @@ def test_santa_pretraining_pairs_from_large_us_exact_rows(esci_dir):
 
 
 def test_santa_pretraining_split_all_and_registry(esci_dir):
-    from structret.registry import get_registry
 
     ds = get_registry().create("dataset", "esci-santa-pretrain", str(esci_dir), split="all")
     # test-split Exact rows of the large version join: B0CHARGE01 and B0STAND005 have bullets
     assert sorted(ds.corpus) == ["B0CHARGE01", "B0LAMP0006", "B0STAND005"]
-    with pytest.raises(DataError, match=r"esci-santa-pretrain: unknown option 'locale'"):
-        esci.read_santa_pretrain(str(esci_dir), locale="es")
+    with pytest.raises(PluginError, match=r"dataset 'esci-santa-pretrain' has no option 'locale'"):
+        get_registry().create("dataset", "esci-santa-pretrain", str(esci_dir), locale="es")
     with pytest.raises(DataError, match=r"split 'valid' is not one of: train, test, all"):
         esci.read_santa_pretrain(str(esci_dir), split="valid")
 
@@ -266,7 +266,9 @@ def test_esci_ndcg_with_both_gain_maps_matches_hand_computation(esci_dir):
 
 
 def read_fixture(**options):
-    return debian.read(str(DEB / "Packages"), translations=str(DEB / "Translation-en"), **options)
+    """The fixture as core reads it (options checked by the reader's options model)."""
+    return get_registry().create("dataset", "debian-packages", str(DEB / "Packages"),
+                                 translations=str(DEB / "Translation-en"), **options)
 
 
 FIXTURE_ORDER = ["0ad", "jq", "python3-requests", "ripgrep", "tree", "python3-numpy", "curl", "git",
@@ -435,9 +437,11 @@ def test_debian_options_and_errors(tmp_path):
     assert counts(ds) == (3, {})
     assert [q for q, _ in ds.pairs] == FIXTURE_ORDER[:3]
     assert counts(read_fixture(split="test"))[0] == 12
-    with pytest.raises(DataError, match=r"limit must be a whole number >= 1, not 0"):
+    with pytest.raises(PluginError, match=r"limit=0: Input should be greater than or equal to 1"):
         read_fixture(limit=0)
-    with pytest.raises(DataError, match=r"unknown option 'lang'\. Accepted options: translations"):
+    with pytest.raises(PluginError, match=r"limit=True: .*a whole number is expected"):
+        read_fixture(limit=True)
+    with pytest.raises(PluginError, match=r"no option 'lang'\. Its options: .*translations"):
         read_fixture(lang="en")
     with pytest.raises(DataError, match=r"nowhere does not exist\. Pass a Packages file"):
         debian.read(str(tmp_path / "nowhere"))

@@ -386,9 +386,8 @@ def _tmpdir():
 
 def _read(reader: str, path: str, **kwargs):
     """The Dataset, or None after checking a DataError names the file."""
-    read = get_registry().get("dataset", reader).load()
     try:
-        return read(path, **kwargs)
+        return get_registry().create("dataset", reader, path, **kwargs)
     except DataError as exc:
         assert os.path.basename(path.rstrip("/")) in str(exc) or path in str(exc)
         return None

@@ -19,11 +19,13 @@ def register_extractors(register):
     register(
         "python-tokenize",
         "structret_code.extractors:PythonTokenize",
+        options="structret_code.options:PythonTokenize",
         help="every non-keyword NAME token of Python's tokenize (SANTA's method for Python)",
     )
     register(
         "tree-sitter",
         "structret_code.extractors:TreeSitterIdentifiers",
+        options="structret_code.options:TreeSitterIdentifiers",
         help="identifier nodes of any language with an installed tree-sitter grammar (SANTA's method)",
     )
 
@@ -32,7 +34,9 @@ def register_extractors(register):
 def register_linearizers(register):
     # Khan & Jang's inputs: the code's tokens, and its AST in pre-order with each token's parent
     module = "structret_code.linearizers"
-    register("raw", f"{module}:raw", help="the code's own tokens (Python tokenize, else tree-sitter leaves)")
-    register("dfs", f"{module}:dfs", help="pre-order AST tokens (Python ast, else tree-sitter)")
-    register("dfs-parent", f"{module}:dfs_parent", help="pre-order AST tokens with each token's parent")
-    register("bfs", f"{module}:bfs", help="breadth-first AST tokens with each token's parent")
+    options = "structret_code.options:CodeLinearizer"  # one model: the four take the same options
+    register("raw", f"{module}:raw", options=options,
+             help="the code's own tokens (Python tokenize, else tree-sitter leaves)")
+    register("dfs", f"{module}:dfs", options=options, help="pre-order AST tokens (Python ast, else tree-sitter)")
+    register("dfs-parent", f"{module}:dfs_parent", options=options, help="pre-order AST tokens with each token's parent")
+    register("bfs", f"{module}:bfs", options=options, help="breadth-first AST tokens with each token's parent")

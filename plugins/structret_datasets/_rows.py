@@ -1,5 +1,5 @@
-"""What every reader shares: JSON-lines rows with skip-and-count, field checks, option checks,
-and the limit on a field's size."""
+"""What every reader shares: JSON-lines rows with skip-and-count, field checks, the split check,
+and the limit on a field's size (the readers' options are declared in structret_datasets.options)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,6 @@ from structret.errors import DataError
 from structret.records import MAX_FIELD_CHARS, ReadStats
 
 _GZIP_MAGIC = b"\x1f\x8b"
-# Every reader accepts this option (see MAX_FIELD_CHARS for why the default is what it is).
-LIMIT_OPTION = {
-    "max_field_chars": f"skip rows with a text field longer than this many characters (default {MAX_FIELD_CHARS})"
-}
 # A JSON line longer than this many times the field limit is skipped unparsed. A row has a
 # handful of long fields (CodeSearchNet: code, original_string, code_tokens, docstring) and
 # JSON may spend 6 bytes on one character (\u00e9), so no row whose fields fit comes near
@@ -44,17 +40,6 @@ def record_skip(stats: ReadStats, where: str, bad: BadRow) -> None:
         stats.leave_out(bad.reason)
     else:
         stats.skip(where, bad.reason, bad.detail)
-
-
-def field_limit(reader: str, options: dict[str, Any]) -> int:
-    """The reader option ``max_field_chars``, checked."""
-    value = options.get("max_field_chars", MAX_FIELD_CHARS)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)  # --data-option max_field_chars=2e6 arrives as a float
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DataError(f"{reader}: max_field_chars must be a whole number of characters >= 1, not {value!r} "
-                        f"(the default is {MAX_FIELD_CHARS}).")
-    return value
 
 
 def too_long(field: str, size: int, limit: int) -> BadRow:
@@ -197,15 +182,8 @@ def get_id(row: dict, key: str) -> str:
     return text
 
 
-def check_options(reader: str, options: dict[str, Any], accepted: dict[str, str]) -> None:
-    """Refuse options this reader does not know, naming the ones it does."""
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        listing = "; ".join(f"{k} ({v})" for k, v in accepted.items()) or "none"
-        raise DataError(f"{reader}: unknown option {', '.join(repr(u) for u in unknown)}. Accepted options: {listing}.")
-
-
 def check_choice(reader: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """``value`` lowercased if it is one of ``choices`` (the split a reader was given), else a DataError."""
     value = str(value).lower()
     if value not in choices:
         raise DataError(f"{reader}: {name} '{value}' is not one of: {', '.join(choices)}.")

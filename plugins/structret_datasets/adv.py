@@ -19,15 +19,11 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import CODE_SEARCH, CodeRecord, Dataset, Query, ReadStats
+from structret.records import CODE_SEARCH, MAX_FIELD_CHARS, CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._docstring import strip_python_docstring
 from structret_datasets._rows import (
-    LIMIT_OPTION,
     BadRow,
-    check_choice,
-    check_options,
-    field_limit,
     get_id,
     get_str,
     get_tokens,
@@ -36,10 +32,6 @@ from structret_datasets._rows import (
 
 READER = "adv"
 SPLITS = ("train", "valid", "test")
-OPTIONS = {
-    "code_text": "'tokens' (default, as CodeXGLUE: ' '.join(code_tokens)) or 'raw' (the code string)",
-    **LIMIT_OPTION,
-}
 EXPECTED = "the folder holding train.jsonl/valid.jsonl/test.jsonl, or one of those files"
 
 
@@ -66,10 +58,10 @@ def _resolve(path: str, split: str | None) -> str:
     )
 
 
-def read(path: str, *, split: str | None = None, **options) -> Dataset:
-    check_options(READER, options, OPTIONS)
-    code_text = check_choice(READER, "code_text", options.get("code_text", "tokens"), ("tokens", "raw"))
-    limit = field_limit(READER, options)
+def read(path: str, *, split: str | None = None, code_text: str = "tokens",
+         max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
+    """The rows of one split (options: structret_datasets.options.Adv)."""
+    limit = max_field_chars
     file = _resolve(path, split)
 
     stats = ReadStats(source=f"{READER} {file}")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import QRELS_RANKING, Dataset, Query, ReadStats, TextRecord
+from structret.records import MAX_FIELD_CHARS, QRELS_RANKING, Dataset, Query, ReadStats, TextRecord
 
-from structret_datasets._rows import LIMIT_OPTION, BadRow, check_options, field_limit, get_id, get_str, iter_jsonl
+from structret_datasets._rows import BadRow, get_id, get_str, iter_jsonl
 
 READER = "beir"
 EXPECTED = "a folder with corpus.jsonl, queries.jsonl and qrels/{split}.tsv"
@@ -118,9 +118,9 @@ def _read_qrels(file: str, stats: ReadStats, queries: dict, corpus: dict) -> dic
     return qrels
 
 
-def read(path: str, *, split: str | None = None, **options) -> Dataset:
-    check_options(READER, options, LIMIT_OPTION)
-    limit = field_limit(READER, options)
+def read(path: str, *, split: str | None = None, max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
+    """The corpus, the queries judged in ``split`` and their qrels (options: structret_datasets.options.Reader)."""
+    limit = max_field_chars
     split = split or "test"
     if not os.path.isdir(path):
         what = "is a file, not a folder" if os.path.exists(path) else "does not exist"

@@ -14,15 +14,12 @@ import os
 import re
 
 from structret.errors import DataError
-from structret.records import CODE_SEARCH, CodeRecord, Dataset, Query, ReadStats
+from structret.records import CODE_SEARCH, MAX_FIELD_CHARS, CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._docstring import strip_python_docstring
 from structret_datasets._rows import (
-    LIMIT_OPTION,
     BadRow,
     LeftOut,
-    check_options,
-    field_limit,
     get_str,
     get_tokens,
     iter_jsonl,
@@ -32,7 +29,6 @@ from structret_datasets._rows import (
 
 READER = "codesearchnet"
 SPLITS = ("train", "valid", "test")
-OPTIONS = {"language": "keep only this programming language, e.g. python", **LIMIT_OPTION}
 EXPECTED = "a CodeSearchNet .jsonl/.jsonl.gz file, a glob, or a folder such as python/final/jsonl"
 
 
@@ -106,10 +102,11 @@ def _select(files: list[_File], path: str, split: str | None, language: str | No
     return files
 
 
-def read(path: str, *, split: str | None = None, **options) -> Dataset:
-    check_options(READER, options, OPTIONS)
-    language = str(options["language"]).lower() if options.get("language") else None
-    limit = field_limit(READER, options)
+def read(path: str, *, split: str | None = None, language: str | None = None,
+         max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
+    """The rows of ``path`` (options: structret_datasets.options.CodeSearchNet)."""
+    language = language.lower() if language else None
+    limit = max_field_chars
     splits = SPLITS if split is None or split in SPLITS else (*SPLITS, split)
     files = _select(_find_files(path, splits), path, split, language)
 

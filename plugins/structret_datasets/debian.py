@@ -89,17 +89,11 @@ import zlib
 from collections.abc import Iterator
 
 from structret.errors import DataError
-from structret.records import CODE_SEARCH, QRELS_RANKING, Dataset, ItemRecord, Query, ReadStats
+from structret.records import CODE_SEARCH, MAX_FIELD_CHARS, QRELS_RANKING, Dataset, ItemRecord, Query, ReadStats
 
-from structret_datasets._rows import LIMIT_OPTION, BadRow, check_choice, check_options, field_limit, too_long
+from structret_datasets._rows import BadRow, check_choice, too_long
 
 READER = "debian-packages"
-OPTIONS = {
-    "translations": "a Translation-en file or a folder of them (default: those beside the Packages files "
-    "when the path is a folder); 'none' reads none",
-    "limit": "stop after this many packages are used (default: all)",
-    **LIMIT_OPTION,
-}
 FIELD = re.compile(r"^([!-9;-~][!-9;-~]*):(.*)$")  # deb822: printable ASCII but ':' and space
 SUFFIXES = ("", ".xz", ".gz", ".bz2", ".lz4", ".zst")  # preference when one index is there in several forms
 FIXED = ("section", "component", "priority")  # aspect keys every package has
@@ -338,7 +332,8 @@ def _translation_files(option, path: str) -> list[str]:
     if option is None:
         return _index_files(path, "Translation-en") if os.path.isdir(path) else []
     if not isinstance(option, str) or not option.strip():
-        raise DataError(f"{READER}: option translations needs a path: {OPTIONS['translations']}.")
+        raise DataError(f"{READER}: option translations needs a path: a Translation-en file or a folder of "
+                        f"them, or 'none' to read none.")
     if option.lower() == "none":
         return []
     if os.path.isdir(option):
@@ -386,14 +381,6 @@ def _read_translations(files: list[str], wanted: set[str], stats: ReadStats, max
     return found
 
 
-def _limit(value) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DataError(f"{READER}: limit must be a whole number >= 1, not {value!r}.")
-    return value
-
-
 TEST_EVERY = 10  # one package in ten is a test query
 # ATTEMPT's Table 1 measures, plus MRR@100 (rank of the synopsis's own package)
 METRICS = ["R@100", "R@500", "nDCG@50", "MRR@100"]
@@ -406,10 +393,12 @@ def is_test(name: str) -> bool:
     return int.from_bytes(hashlib.sha1(name.encode("utf-8")).digest()[:8], "big") % TEST_EVERY == 0
 
 
-def read(path: str, *, split: str | None = None, **options) -> Dataset:
-    check_options(READER, options, OPTIONS)
+def read(path: str, *, split: str | None = None, translations: str | None = None, limit: int | None = None,
+         max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
+    """The catalog, one ``split`` of it (all, test or train; see the module docs). Options:
+    structret_datasets.options.DebianPackages."""
     split = check_choice(READER, "split", split or "all", ("all", "test", "train"))
-    corpus, queries, pairs, stats = _read_catalog(path, options)
+    corpus, queries, pairs, stats = _read_catalog(path, translations, limit, max_field_chars)
     # all and train are (synopsis, package) pairs, evaluated as code search is; test ranks
     # the whole catalog against its qrels with ATTEMPT's measures
     if split == "all":
@@ -430,9 +419,8 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
                    task=CODE_SEARCH)
 
 
-def _read_catalog(path: str, options: dict) -> tuple[dict, dict, list, ReadStats]:
-    limit = _limit(options.get("limit"))
-    max_chars = field_limit(READER, options)
+def _read_catalog(path: str, translations_option: str | None, limit: int | None,
+                  max_chars: int) -> tuple[dict, dict, list, ReadStats]:
     if os.path.isdir(path):
         files = _index_files(path, "Packages")
         if not files:
@@ -445,7 +433,7 @@ def _read_catalog(path: str, options: dict) -> tuple[dict, dict, list, ReadStats
     else:
         raise DataError(f"{READER}: {path} does not exist. Pass a Packages file (or Packages.xz/.gz), "
                         f"a folder such as /var/lib/apt/lists, or /var/lib/dpkg/status.")
-    translations = _translation_files(options.get("translations"), path)
+    translations = _translation_files(translations_option, path)
 
     stats = ReadStats(source=f"{READER} {path}")
     # Pass 1: every stanza, in file order; the long descriptions they lack come from the

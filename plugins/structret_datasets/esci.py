@@ -64,15 +64,12 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import GRADED_RERANK, PRETRAINING, Dataset, ItemRecord, Query, ReadStats
+from structret.records import GRADED_RERANK, MAX_FIELD_CHARS, PRETRAINING, Dataset, ItemRecord, Query, ReadStats
 
 from structret_datasets._rows import (
-    LIMIT_OPTION,
     BadRow,
     _check_text,
     check_choice,
-    check_options,
-    field_limit,
     get_id,
     get_str,
     iter_jsonl,
@@ -92,14 +89,7 @@ LEVELS = {"E": 3, "S": 2, "C": 1, "I": 0}
 LOCALES = ("us", "es", "jp", "all")
 CATEGORY_LEVELS = 4
 CATEGORIES_HELP = "a .jsonl(.gz) file of product_id, product_locale, categories (1-4 levels); see the module docs"
-OPTIONS = {
-    "version": "small (default) or large",
-    "locale": "us (default), es, jp or all",
-    "categories": CATEGORIES_HELP,
-    **LIMIT_OPTION,
-}
 SANTA_READER = "esci-santa-pretrain"
-SANTA_OPTIONS = {"categories": CATEGORIES_HELP, **LIMIT_OPTION}
 FIX = "Use the files of amazon-science/esci-data (shopping_queries_dataset/) unchanged."
 
 
@@ -294,12 +284,12 @@ def _read_products(file: str, wanted: set[tuple[str, str]]) -> dict[tuple[str, s
     return products
 
 
-def read(path: str, *, split: str | None = None, **options) -> Dataset:
-    check_options(READER, options, OPTIONS)
+def read(path: str, *, split: str | None = None, version: str = "small", locale: str = "us",
+         categories: str | None = None, max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
+    """The judged pairs of ``split`` (train or test; default test), reranked per query
+    (options: structret_datasets.options.ESCI)."""
     split = check_choice(READER, "split", split or "test", ("train", "test"))
-    version = check_choice(READER, "version", options.get("version", "small"), ("small", "large"))
-    locale = check_choice(READER, "locale", options.get("locale", "us"), LOCALES)
-    limit = field_limit(READER, options)
+    limit = max_field_chars
     examples_file, products_file = _files(path)
 
     stats = ReadStats(source=f"{READER} {examples_file} (split={split}, version={version}, locale={locale})")
@@ -307,9 +297,9 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     wanted = {(row["product_locale"], _id(row["product_id"])) for _, row in selected}
     wanted = {key for key in wanted if isinstance(key[0], str) and key[1] is not None}
     products = _read_products(products_file, wanted)
-    categories = None
-    if "categories" in options:
-        categories = _read_categories(options["categories"], products_file, set(products), stats, limit)
+    levels = None
+    if categories is not None:
+        levels = _read_categories(categories, products_file, set(products), stats, limit)
 
     corpus: dict[str, ItemRecord] = {}
     queries: dict[str, Query] = {}
@@ -341,7 +331,7 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
             continue
         stats.use()
         if doc_id not in corpus:
-            corpus[doc_id] = _item(products[(row["product_locale"], pid)], doc_id, categories)
+            corpus[doc_id] = _item(products[(row["product_locale"], pid)], doc_id, levels)
         queries.setdefault(qid, Query(id=qid, text=text.strip()))
         qrels.setdefault(qid, {})[doc_id] = LEVELS[row["esci_label"]]
 
@@ -357,21 +347,22 @@ def read(path: str, *, split: str | None = None, **options) -> Dataset:
     )
 
 
-def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Dataset:
+def read_santa_pretrain(path: str, *, split: str | None = None, categories: str | None = None,
+                        max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
     """SANTA's product pretraining pairs: large version, us, Exact rows; one item per product
-    with a description and bullet points (see the module docs)."""
-    check_options(SANTA_READER, options, SANTA_OPTIONS)
+    with a description and bullet points (see the module docs). Options:
+    structret_datasets.options.Categories."""
     split = check_choice(SANTA_READER, "split", split or "train", ("train", "test", "all"))
-    limit = field_limit(SANTA_READER, options)
+    limit = max_field_chars
     examples_file, products_file = _files(path)
 
     stats = ReadStats(source=f"{SANTA_READER} {examples_file} (split={split}, version=large, locale=us, label=E)")
     selected = list(_select_examples(examples_file, split, "large", "us", stats, label="E"))
     wanted = {("us", _id(row["product_id"])) for _, row in selected} - {("us", None)}
     products = _read_products(products_file, wanted)
-    categories = None
-    if "categories" in options:
-        categories = _read_categories(options["categories"], products_file, set(products), stats, limit)
+    levels = None
+    if categories is not None:
+        levels = _read_categories(categories, products_file, set(products), stats, limit)
 
     corpus: dict[str, ItemRecord] = {}
     for i, row in selected:
@@ -389,7 +380,7 @@ def read_santa_pretrain(path: str, *, split: str | None = None, **options) -> Da
         if bad:
             stats.skip(f"{examples_file}:row {i}", bad.reason, bad.detail)
             continue
-        item = _item(products[("us", pid)], pid, categories)
+        item = _item(products[("us", pid)], pid, levels)
         if not item.content:
             stats.leave_out("product without a description")
             continue

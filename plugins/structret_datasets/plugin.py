@@ -1,34 +1,41 @@
 from structret import hookimpl
 from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING
 
+OPTIONS = "structret_datasets.options"  # the readers' options, declared apart: listing them reads no file
+
 
 @hookimpl
 def register_datasets(register):
     register(
         "codesearchnet",
         "structret_datasets.codesearchnet:read",
+        options=f"{OPTIONS}:CodeSearchNet",
         aliases=("csn",),
         help="CodeSearchNet jsonl(.gz): a file, a glob, or {lang}/final/jsonl/{split}/; also what 'structret mine' writes",
     )
     register(
         "adv",
         "structret_datasets.adv:read",
+        options=f"{OPTIONS}:Adv",
         aliases=("codexglue-adv",),
         help="CodeXGLUE NL-code-search-Adv jsonl: query = url, code = idx",
     )
     register(
         "esci",
         "structret_datasets.esci:read",
+        options=f"{OPTIONS}:ESCI",
         help="Amazon ESCI shopping queries: examples + products parquet, E/S/C/I labels",
     )
     register(
         "esci-santa-pretrain",
         "structret_datasets.esci:read_santa_pretrain",
+        options=f"{OPTIONS}:Categories",
         help="SANTA's product pretraining pairs from ESCI (large, us, E): a random bullet point -> title + description",
     )
     register(
         "debian-packages",
         "structret_datasets.debian:read",
+        options=f"{OPTIONS}:DebianPackages",
         aliases=("debian",),
         help="Debian/Ubuntu package index (Packages[.gz|.xz|.lz4], apt lists folder): synopsis -> package, "
         "section/priority/debtags aspects",
@@ -36,11 +43,13 @@ def register_datasets(register):
     register(
         "beir",
         "structret_datasets.beir:read",
+        options=f"{OPTIONS}:Reader",
         help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
     )
     register(
         "tevatron",
         "structret_datasets.tevatron:read",
+        options=f"{OPTIONS}:Reader",
         help="Tevatron training lines jsonl(.gz): query, positive_passages, negative_passages (structret negatives writes them)",
     )
 

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from structret.errors import DataError
-from structret.records import QRELS_RANKING, Dataset, Query, ReadStats, TextRecord
-from structret_datasets._rows import LIMIT_OPTION, check_options, field_limit
+from structret.records import MAX_FIELD_CHARS, QRELS_RANKING, Dataset, Query, ReadStats, TextRecord
 
 READER = "tevatron"
 
@@ -45,10 +44,10 @@ def _query_id(given: Any, lineno: int, seen: dict[str, Query]) -> str:
     return qid
 
 
-def read(path: str, *, split: str | None = None, **options: Any) -> Dataset:
-    """Every line of a ``.jsonl`` or ``.jsonl.gz`` file; ``split`` is ignored (a file is one split)."""
-    check_options(READER, options, LIMIT_OPTION)
-    limit = field_limit(READER, options)
+def read(path: str, *, split: str | None = None, max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
+    """Every line of a ``.jsonl`` or ``.jsonl.gz`` file; ``split`` is ignored (a file is one split).
+    Options: structret_datasets.options.Reader."""
+    limit = max_field_chars
     file = Path(path)
     if not file.is_file():
         raise DataError(f"{READER}: {path} does not exist; pass a .jsonl(.gz) file of Tevatron training lines.")

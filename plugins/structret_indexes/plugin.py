@@ -3,7 +3,10 @@ from structret import hookimpl
 
 @hookimpl
 def register_indexes(register):
-    register("flat", "structret_indexes.flat:FlatIndex", help="exact inner product, chunked (bounded memory)")
-    register("hnsw", "structret_indexes.hnsw:HNSWIndex", help="approximate, hnswlib; M, ef_construction, ef")
-    register("milvus", "structret_indexes.milvus:MilvusIndex",
+    options = "structret_indexes.options"  # declared apart: listing them imports no numpy
+    register("flat", "structret_indexes.flat:FlatIndex", options=f"{options}:Flat",
+             help="exact inner product, chunked (bounded memory)")
+    register("hnsw", "structret_indexes.hnsw:HNSWIndex", options=f"{options}:HNSW",
+             help="approximate, hnswlib; M, ef_construction, ef")
+    register("milvus", "structret_indexes.milvus:MilvusIndex", options=f"{options}:Milvus",
              help="Milvus (structret[milvus]): Lite in the index directory, or a server with uri=; index_type FLAT/HNSW/IVF_FLAT")

@@ -6,6 +6,7 @@ def register_extractors(register):
     register(
         "regex-identifiers",
         "structret_identifiers.extract:RegexIdentifiers",
+        options="structret_identifiers.options:RegexIdentifiers",
         help="identifiers found by a regular expression (any language, no parser needed)",
     )
 
@@ -15,6 +16,7 @@ def register_retrievers(register):
     register(
         "identifier-overlap",
         "structret_identifiers.overlap:IdentifierOverlap",
+        options="structret_identifiers.options:IdentifierOverlap",
         help="IDF-weighted overlap of query words with a document's identifier sub-tokens",
     )
 

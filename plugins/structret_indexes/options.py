@@ -1,0 +1,59 @@
+"""Options of the built-in indexes (``--index-option KEY=VALUE``).
+
+Kept apart from the indexes so that listing or checking options never imports numpy, hnswlib
+or pymilvus. The dimension and the metric are not options: core passes them to every index.
+"""
+
+from pydantic import ConfigDict
+
+from structret.options import Count, Options
+
+
+class Flat(Options):
+    """Options of ``flat``."""
+
+    chunk_size: Count = 65536
+    """Stored vectors scored per step of a search; bounds the memory a search takes."""
+
+
+class Graph(Options):
+    """What both HNSW indexes (hnswlib's and Milvus's) take."""
+
+    M: Count = 16
+    """Links per node of the HNSW graph: more = better recall, more memory."""
+    ef_construction: Count = 200
+    """Beam width while building the graph: more = a better graph, a slower build."""
+    ef: Count = 100
+    """Beam width while searching (raised to k when k is larger): more = better recall, slower."""
+
+
+class HNSW(Graph):
+    """Options of ``hnsw``."""
+
+    max_elements: Count | None = None
+    """Vectors to make room for at once (capacity grows anyway); unset = a small start."""
+    seed: int = 100
+    """hnswlib's random seed for the graph's levels."""
+
+
+class Milvus(Graph):
+    """Options of ``milvus``."""
+
+    # a database or collection named 2024 on the command line arrives as a number
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+
+    index_type: str = "FLAT"
+    """FLAT (exact), HNSW (M, ef_construction, ef), IVF_FLAT or IVF_SQ8 (nlist, nprobe); a server takes
+    any other Milvus type, with no build parameters. Case does not matter."""
+    nlist: Count = 128
+    """Clusters of an IVF index."""
+    nprobe: Count = 16
+    """Clusters an IVF search visits."""
+    uri: str | None = None
+    """A Milvus server, http://HOST:19530; unset = Milvus Lite inside the index directory."""
+    token: str | None = None
+    """The server's token; never saved (a loaded index reads STRUCTRET_MILVUS_TOKEN instead)."""
+    db_name: str | None = None
+    """The server's database (with uri)."""
+    collection: str | None = None
+    """The collection on the server (with uri); unset = a new structret_<random> one."""

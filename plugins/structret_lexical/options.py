@@ -1,0 +1,23 @@
+"""Options of the bm25 retriever (``make_retriever("bm25", k1=1.2)``). Kept apart from the
+retriever so that listing or checking them never imports bm25s."""
+
+from pydantic import Field
+
+from structret.options import Options
+
+
+class BM25(Options):
+    """Options of ``bm25``."""
+
+    k1: float = Field(1.5, ge=0)
+    """Term-frequency saturation (bm25s' default; no paper fixes it)."""
+    b: float = Field(0.75, ge=0, le=1)
+    """Length normalization: 0 = none, 1 = full (bm25s' default)."""
+    method: str = "lucene"
+    """bm25s' scoring variant: lucene, robertson, atire, bm25l or bm25+."""
+    stopwords: str | list[str] | None = "en"
+    """Words left out: a language code of bm25s' lists (en), a list of words, or unset for none."""
+    lowercase: bool = True
+    """Lowercase every token before matching."""
+    split_identifiers: bool = True
+    """Also index the camelCase / snake_case parts of identifiers (readInput -> read, input)."""
