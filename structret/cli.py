@@ -240,8 +240,8 @@ def _apply(options):
     return decorate
 
 
-def _preflight(*, data=(), backbone=None, model=None, backbone_options=(), index=None, index_options=(),
-               systems=()):
+def _preflight(*, data=(), data_options=(), backbone=None, model=None, backbone_options=(), index=None,
+               index_options=(), systems=()):
     """Check every plugin name a command was given, then every option key, before any data is
     read or anything encoded: a typo costs a second, not a corpus' encoding. Names first (no
     plugin module is imported for them), options after (their factories' signatures)."""
@@ -269,6 +269,8 @@ def _preflight(*, data=(), backbone=None, model=None, backbone_options=(), index
         registry.check("index", index, parse_options(index_options))
     if backbone and backbone_options:
         registry.check("backbone", backbone, parse_options(backbone_options))
+    for fmt in formats if data_options else ():
+        registry.check("dataset", fmt, parse_options(data_options))
 
 
 def _read(data, split, data_options, *, need=("documents",)):
@@ -324,7 +326,8 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
     from structret.embeddings import parse_shard, shard_from_env
 
     chosen = parse_shard(shard) if shard else shard_from_env()
-    _preflight(data=[data], backbone=backbone, model=model, backbone_options=backbone_options)
+    _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
+               backbone_options=backbone_options)
     if chosen is not None and not shard:
         click.echo(f"encoding shard {chosen} (RANK/WORLD_SIZE of the launcher)", err=True)
     dataset = _read(data, split, data_options, need=(what,))
@@ -377,7 +380,8 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
         shards = f" from {parts} shards" if parts > 1 else ""
         click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
         return
-    _preflight(data=[data], backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
+    _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
+               backbone_options=backbone_options, index=index_name,
                index_options=index_options)
     # an empty index would answer every search with nothing, and exit 0
     dataset = _read(data, split, data_options, need=("documents",))
@@ -441,7 +445,8 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
     """
     from structret.negatives import mine_negatives
 
-    _preflight(data=[data], backbone=backbone, model=model, backbone_options=backbone_options)
+    _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
+               backbone_options=backbone_options)
     dataset = _read(data, split, data_options, need=("documents", "queries", "judgments"))
     encoder = _model(backbone, model, backbone_options).backbone
     report = mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
@@ -470,7 +475,7 @@ def new_model(data, split, data_options, backbone, options, out):
     from structret.api.models import check_from_scratch, new_model as create
     from structret.data import parse_options
 
-    _preflight(data=[data], backbone=backbone, backbone_options=options)
+    _preflight(data=[data], data_options=data_options, backbone=backbone, backbone_options=options)
     check_from_scratch(backbone)  # before the data is read
     dataset = _read(data, split, data_options)
     count = create(backbone, dataset, out, parse_options(options))
@@ -655,7 +660,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     from structret.bench import default_dataset, run_bench
 
     systems = list(systems) or ["bm25", "minilm"]
-    _preflight(data=data, systems=systems)
+    _preflight(data=data, data_options=data_options, systems=systems)
     if not data:
         dataset = default_dataset(split=split)
     else:
