@@ -208,6 +208,34 @@ def test_mep_masks_every_entity_as_whole_words_on_mlm(tiny_bert_dir):
     assert report["tokens masked"] == 6 and report["unparsable for python-tokenize"] == 1
 
 
+def test_mep_entity_rate_masks_a_drawn_share_of_distinct_entities(tiny_bert_dir):
+    from structret_backbones.hf import HFEncoder
+
+    from structret.errors import PluginError
+
+    bert = HFEncoder(tiny_bert_dir)
+    code = "def search(value, key, index): return value * key + index + value"  # words of the tiny vocabulary
+    record = CodeRecord(id="1", code=code, language="python")
+
+    def masked_words(rate, seed):
+        mep = get_registry().create("objective", "mep", entity_rate=rate)
+        batch = mep.corrupt([code], [record], bert, max_length=48, label_max_length=16, rngs=[random.Random(seed)])
+        labels = batch["labels"][0]
+        return bert.tokenizer.convert_ids_to_tokens(labels[labels != -100].tolist()), mep.report()
+
+    everything, _ = masked_words(1.0, 0)
+    assert everything == ["search", "value", "key", "index", "value", "key", "index", "value"]
+    draws = {seed: masked_words(0.5, seed) for seed in range(12)}
+    for words, report in draws.values():
+        # a drawn name is masked at every occurrence, as one sentinel stands for all of them
+        assert all(words.count(w) == everything.count(w) for w in set(words))
+        assert report["entities left unmasked (entity_rate)"] == 4 - len(set(words))
+    assert len({tuple(w) for w, _ in draws.values()}) > 2  # the share varies with the passage's rng
+    assert masked_words(0.5, 3)[0] == draws[3][0]  # and is the same for the same rng
+    with pytest.raises(PluginError, match="entity_rate=0: Input should be greater than 0"):
+        get_registry().create("objective", "mep", entity_rate=0)
+
+
 def test_mep_on_products_masks_description_words_shared_with_the_title(tiny_bert_dir):
     from structret_backbones.hf import HFEncoder
 

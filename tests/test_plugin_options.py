@@ -100,7 +100,7 @@ def test_old_flat_recipes_still_load_with_a_deprecation_warning(tmp_path):
     with pytest.warns(RecipeWarning) as caught:
         recipe = resolve_recipe(str(file))
     assert recipe.plugins["sda"] == {"similarity": "cos", "temperature": 0.05}
-    assert recipe.plugins["mep"] == {"extractor": "tree-sitter"}
+    assert recipe.plugins["mep"]["extractor"] == "tree-sitter"
     assert recipe.plugins["minilm"]["informed_layers"] == 1
     messages = " ".join(str(w.message) for w in caught)
     assert "write it in the [sda] table" in messages and "[minilm] table" in messages

@@ -87,8 +87,11 @@ class EntityMasking(ObjectiveDefaults):
     role = "corruption"
     needs = frozenset(_VARIANTS)  # any one of these capabilities
 
-    def __init__(self, extractor: str = "auto"):
+    def __init__(self, extractor: str = "auto", entity_rate: float = 1.0):
+        if not 0 < entity_rate <= 1:
+            raise ObjectiveError(f"mep: entity_rate is the share of entities masked, in (0, 1]; got {entity_rate}")
         self.extractor = extractor
+        self.entity_rate = entity_rate
         self._extractors: dict[str, Any] = {}
         # what was masked, and what could not be: the trainer reports these at the end
         self.counts: Counter = Counter()
@@ -130,14 +133,16 @@ class EntityMasking(ObjectiveDefaults):
 
     def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
                 label_max_length: int, rngs: Sequence[random.Random]) -> dict[str, torch.Tensor]:
-        """Every entity masked (no sampling, so ``rngs`` go unused): SANTA masks them all."""
+        """Every entity masked (SANTA's paper), or with ``entity_rate`` < 1 a share of the distinct
+        entities, drawn with each passage's own ``rngs`` entry (so resumed and multi-process runs
+        mask alike)."""
         tokenizer = backbone.tokenizer
         prefix = backbone.tokenize.prefixes["document"]
         seq2seq = _variant(self.name, backbone) == "seq2seq"
         rows = []
-        for text, record in zip(texts, records, strict=True):
+        for text, record, rng in zip(texts, records, rngs, strict=True):
             # entities are found in the text itself, then moved past the backbone's prefix
-            found = _shift(self.entities(text, record), len(prefix))
+            found = _shift(self._sampled(self.entities(text, record), rng), len(prefix))
             self.counts["passages"] += 1
             self.counts["passages without entities"] += not found
             if seq2seq:
@@ -151,6 +156,16 @@ class EntityMasking(ObjectiveDefaults):
                 rows.append(row)
         return _collate(rows, tokenizer.pad_token_id)
 
+    def _sampled(self, entities: list[Entity], rng: random.Random) -> list[Entity]:
+        """Each distinct entity (every occurrence of one name goes together, as one sentinel
+        stands for all of them) kept with probability ``entity_rate``."""
+        if self.entity_rate >= 1:
+            return entities
+        names = dict.fromkeys(e.text for e in entities)  # first-seen order: the draws do not depend on sets
+        kept = {name for name in names if rng.random() < self.entity_rate}
+        self.counts["entities left unmasked (entity_rate)"] += len(names) - len(kept)
+        return [e for e in entities if e.text in kept]
+
     def report(self) -> dict[str, int]:
         """Counts so far, with the texts each extractor could not parse (skipped, never raised)."""
         counts = dict(self.counts)
@@ -161,7 +176,7 @@ class EntityMasking(ObjectiveDefaults):
         return counts
 
     def __repr__(self) -> str:
-        return f"mep(extractor={self.extractor!r})"
+        return f"mep(extractor={self.extractor!r}, entity_rate={self.entity_rate})"
 
 
 class SpanMasking(ObjectiveDefaults):
@@ -216,8 +231,8 @@ class SpanMasking(ObjectiveDefaults):
         return f"span-mask(noise_density={self.noise_density}, mean_span_length={self.mean_span_length})"
 
 
-def mep(extractor: str = "auto") -> EntityMasking:
-    return EntityMasking(extractor)
+def mep(extractor: str = "auto", entity_rate: float = 1.0) -> EntityMasking:
+    return EntityMasking(extractor, entity_rate)
 
 
 def span_mask(noise_density: float = 0.15, mean_span_length: float = 3.0) -> SpanMasking:

@@ -28,6 +28,10 @@ class EntityMasking(Options):
     """Which entities are masked: a registered extractor, or auto = python-tokenize for Python,
     tree-sitter identifiers for other code, title-overlap for products (SANTA App. A.3)."""
 
+    entity_rate: float = Field(1.0, gt=0, le=1)
+    """Share of a passage's distinct entities that are masked, drawn per passage: 1.0 = all (SANTA's
+    paper); SANTA's released code samples a share for languages other than Python."""
+
     @field_validator("extractor")
     @classmethod
     def _installed(cls, name: str) -> str:
