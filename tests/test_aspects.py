@@ -478,3 +478,34 @@ def test_mtbert_classifies_aspects_beside_mlm_and_resumes_exactly(tmp_path, tiny
     resumed = train(recipe("cut"), resume=True)
     expected, got = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert all(torch.equal(expected[k], got[k]) for k in expected)  # the heads were restored too
+
+
+@pytest.mark.parametrize("name, options", [("aspect-mlm", {}), ("mlm", {"mlm_input": "aspects"})])
+def test_indicator_init_words_starts_each_indicator_as_its_aspect_name(tiny_bert_dir, name, options):
+    from structret_backbones.hf import HFEncoder
+
+    def started(init):
+        backbone = HFEncoder(tiny_bert_dir)
+        objective = get_registry().create("objective", name, aspects=["value", "search_query"],
+                                          indicator_init=init, **options)
+        objective.check(backbone)  # adds [VALUE], [SEARCH_QUERY], [C] to the tokenizer
+        table = backbone.model.get_input_embeddings().weight.detach()
+        row = {t: table[backbone.tokenizer.convert_tokens_to_ids(t)] for t in ("[VALUE]", "[SEARCH_QUERY]", "[C]")}
+        piece = {w: table[backbone.tokenizer(w, add_special_tokens=False)["input_ids"]].mean(0)
+                 for w in ("value", "search query", "content")}
+        return row, piece, backbone, objective
+
+    row, piece, backbone, objective = started("words")
+    assert torch.allclose(row["[VALUE]"], piece["value"])
+    assert torch.allclose(row["[SEARCH_QUERY]"], piece["search query"])
+    assert torch.allclose(row["[C]"], piece["content"])
+    lm = backbone.lm_model.get_output_embeddings().weight.detach()  # the tied output row starts there too
+    assert torch.allclose(lm[backbone.tokenizer.convert_tokens_to_ids("[VALUE]")], piece["value"])
+    table = backbone.model.get_input_embeddings().weight
+    with torch.no_grad():
+        table[backbone.tokenizer.convert_tokens_to_ids("[VALUE]")] += 1.0  # as training would move it
+    trained = table[backbone.tokenizer.convert_tokens_to_ids("[VALUE]")].detach().clone()
+    objective.check(backbone)  # a run continued from a trained model keeps its indicators
+    assert torch.equal(table[backbone.tokenizer.convert_tokens_to_ids("[VALUE]")].detach(), trained)
+    row, piece, _, _ = started("random")
+    assert not torch.allclose(row["[VALUE]"], piece["value"])

@@ -175,6 +175,16 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         self.model.config.vocab_size = len(self.tokenizer)  # the head model resized its own copy of the config
         return len(new)
 
+    def init_token_embeddings(self, words: dict[str, str]) -> None:
+        """Start each token's input embedding (and so the tied LM output row) as the mean of the
+        embeddings of its text's word pieces: ``{"[BRAND]": "brand"}``."""
+        table = self.model.get_input_embeddings().weight
+        with torch.no_grad():
+            for token, text in words.items():
+                pieces = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+                if pieces:
+                    table[self.tokenizer.convert_tokens_to_ids(token)] = table[pieces].mean(dim=0)
+
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
         inputs, call = self._forward_inputs(batch)

@@ -62,6 +62,7 @@ at its own, higher ratio). Indicators and special tokens are never masked in eit
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ from structret_products.linearizers import (
 )
 
 IGNORE = -100
+_NAME_SEPARATORS = re.compile(r"[\W_]+")  # category_1 -> "category 1": the words an indicator starts as
 DEFAULT_ASPECTS = ("brand", "color")  # what the esci reader fills in; MA-Amazon adds category levels
 VIEWS = ("mlm", "a2c", "c2a")
 
@@ -133,7 +135,9 @@ def _check_mlm_backbone(name: str, backbone: Any) -> None:
                              f"'{getattr(backbone, 'name', backbone)}''s has no {', '.join(missing)} token")
 
 
-def _add_indicators(name: str, backbone: Any, tokens: list[str]) -> None:
+def _add_indicators(name: str, backbone: Any, tokens: list[str], words: dict[str, str] | None = None) -> None:
+    """Add the indicator ``tokens``; with ``words`` ({token: text}), each token new to the
+    vocabulary starts as the mean embedding of its text's word pieces instead of a random row."""
     add = getattr(backbone, "add_special_tokens", None)
     if not callable(add):
         raise ObjectiveError(
@@ -141,7 +145,15 @@ def _add_indicators(name: str, backbone: Any, tokens: list[str]) -> None:
             f"'{getattr(backbone, 'name', backbone)}' and resize its embeddings, but that backbone has no "
             f"add_special_tokens(tokens) method."
         )
+    new = [t for t in tokens if t not in backbone.tokenizer.get_vocab()]  # a trained run's stay as trained
     add(list(tokens))
+    if words and new:
+        start_as = getattr(backbone, "init_token_embeddings", None)
+        if not callable(start_as):
+            raise ObjectiveError(f"{name}: indicator_init = \"words\" needs a backbone with "
+                                 f"init_token_embeddings({{token: text}}); '{getattr(backbone, 'name', backbone)}' "
+                                 f"has none. Use indicator_init = \"random\".")
+        start_as({t: words[t] for t in new})
     tokenizer = backbone.tokenizer
     ids = tokenizer.convert_tokens_to_ids(list(tokens))
     bad = [t for t, i in zip(tokens, ids) if i is None or i == tokenizer.unk_token_id]
@@ -158,7 +170,10 @@ class _Layouts(ObjectiveDefaults):
     needs = frozenset({"mlm"})
 
     def __init__(self, aspects: Iterable[str], content_fields: Iterable[str], content_mask_ratio: float,
-                 query_mask_ratio: float):
+                 query_mask_ratio: float, indicator_init: str = "random"):
+        if indicator_init not in ("random", "words"):
+            raise ObjectiveError(f"{self.name}: indicator_init is 'random' or 'words', got {indicator_init!r}")
+        self.indicator_init = indicator_init
         try:
             self.aspects = _check_aspects(aspects)
             self.content_fields = _check_fields(content_fields)
@@ -177,6 +192,14 @@ class _Layouts(ObjectiveDefaults):
     def special_tokens(self) -> list[str]:
         """The indicator tokens, ``[C]`` last: what ``check`` adds to the backbone's tokenizer."""
         return indicator_tokens(self.aspects)
+
+    def indicator_words(self) -> dict[str, str] | None:
+        """What each indicator starts as with ``indicator_init = "words"``: its aspect's name
+        (``[CATEGORY_1]`` <- "category 1"), ``[C]`` <- "content"; None for random rows."""
+        if self.indicator_init != "words":
+            return None
+        words = {indicator_token(a): _NAME_SEPARATORS.sub(" ", a).strip() for a in self.aspects}
+        return {**words, CONTENT_INDICATOR: "content"}
 
     # --- pieces -----------------------------------------------------------------------
 
@@ -325,8 +348,9 @@ class AspectMLM(_Layouts):
         mutual_weight: float = 1.0,
         reduction: str = "per-view",
         content_fields: Iterable[str] = CONTENT_FIELDS,
+        indicator_init: str = "random",
     ):
-        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio)
+        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio, indicator_init)
         self.aspect_mask_ratio = _ratio("aspect_mask_ratio", aspect_mask_ratio)
         if isinstance(mutual_weight, bool) or not isinstance(mutual_weight, (int, float)) or mutual_weight < 0:
             raise ObjectiveError(f"mutual_weight (lambda of Eq. 4) is a number >= 0, got {mutual_weight!r}")
@@ -338,7 +362,7 @@ class AspectMLM(_Layouts):
 
     def check(self, backbone: Any) -> None:
         _check_mlm_backbone(self.name, backbone)
-        _add_indicators(self.name, backbone, self.special_tokens())
+        _add_indicators(self.name, backbone, self.special_tokens(), self.indicator_words())
 
     def rows(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
              rngs: Sequence[random.Random]) -> list[Row]:
@@ -404,10 +428,11 @@ class MaskedLM(_Layouts):
         aspect_mask_ratio: float | None = None,
         aspects: Iterable[str] = DEFAULT_ASPECTS,
         content_fields: Iterable[str] = CONTENT_FIELDS,
+        indicator_init: str = "random",
     ):
         if layout not in ("content", "aspects"):
             raise ObjectiveError(f"mlm: layout is 'content' (BIBERT) or 'aspects' (BIBERT-C), got {layout!r}")
-        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio)
+        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio, indicator_init)
         self.layout = layout
         self.aspect_mask_ratio = _ratio("aspect_mask_ratio", aspect_mask_ratio, allow_none=True)
         if layout == "content" and self.aspect_mask_ratio is not None:
@@ -417,7 +442,7 @@ class MaskedLM(_Layouts):
     def check(self, backbone: Any) -> None:
         _check_mlm_backbone(self.name, backbone)
         if self.layout == "aspects":
-            _add_indicators(self.name, backbone, self.special_tokens())
+            _add_indicators(self.name, backbone, self.special_tokens(), self.indicator_words())
 
     def rows(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
              rngs: Sequence[random.Random]) -> list[Row]:
@@ -457,9 +482,11 @@ def aspect_mlm(
     mutual_weight: float = 1.0,
     reduction: str = "per-view",
     content_fields: Iterable[str] = CONTENT_FIELDS,
+    indicator_init: str = "random",
 ) -> AspectMLM:
     return AspectMLM(_aspect_list(aspects), content_mask_ratio, query_mask_ratio,
-                     0.6 if aspect_mask_ratio is None else aspect_mask_ratio, mutual_weight, reduction, content_fields)
+                     0.6 if aspect_mask_ratio is None else aspect_mask_ratio, mutual_weight, reduction, content_fields,
+                     indicator_init)
 
 
 def mlm(
@@ -469,6 +496,7 @@ def mlm(
     aspect_mask_ratio: float | None = None,
     aspects: Iterable[str] | str = DEFAULT_ASPECTS,
     content_fields: Iterable[str] = CONTENT_FIELDS,
+    indicator_init: str = "random",
 ) -> MaskedLM:
     return MaskedLM(mlm_input, content_mask_ratio, query_mask_ratio, aspect_mask_ratio, _aspect_list(aspects),
-                    content_fields)
+                    content_fields, indicator_init)

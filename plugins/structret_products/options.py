@@ -49,6 +49,9 @@ class AspectMLM(Options):
     """per-view = Eq. 4's three means; pooled = the released code's single mean."""
     content_fields: Names = Field(default_factory=lambda: list(CONTENT_FIELDS))
     """Record fields making up the content."""
+    indicator_init: Literal["random", "words"] = "random"
+    """How new indicator tokens start: random rows (ATTEMPT's code), or words = the mean embedding of the
+    aspect name's word pieces ([BRAND] <- "brand", [C] <- "content")."""
 
 
 class MaskedLM(Options):
@@ -66,6 +69,9 @@ class MaskedLM(Options):
     """Aspects of the layout, in order (mlm_input = aspects)."""
     content_fields: Names = Field(default_factory=lambda: list(CONTENT_FIELDS))
     """Record fields making up the content."""
+    indicator_init: Literal["random", "words"] = "random"
+    """How new indicator tokens start (mlm_input = aspects): random rows, or the mean embedding of the
+    aspect name's word pieces."""
 
 
 class AspectClassification(Options):
