@@ -360,12 +360,13 @@ Description: {synopsis}
 
 
 def _catalog(path):
+    # names of the catalog's open half (sha1 not starting 0-7): the reader's default keeps to it
     rows = [("jq", "utils", "searching", "command-line JSON processor", "jq is like sed for JSON data"),
-            ("curl", "web", "downloading", "command line tool for transferring data",
-             "curl is a command line tool for transferring data with URL syntax"),
-            ("bc", "math", "calculating", "arbitrary precision calculator", "bc is an interactive calculator"),
+            ("aria2", "web", "downloading", "command line tool for transferring data",
+             "aria2 is a command line tool for transferring data with URL syntax"),
+            ("units", "math", "calculating", "arbitrary precision calculator", "units is an interactive calculator"),
             ("ed", "editors", "editing", "classic line editor", "ed is a line-oriented text editor"),
-            ("grep", "utils", "searching", "search files for a pattern", "grep searches files for lines"),
+            ("ack", "utils", "searching", "search files for a pattern", "ack searches files for lines"),
             ("wget", "web", "downloading", "retrieves files from the web", "wget is a network utility")]
     path.write_text("".join(_STANZA.format(name=n, section=s, use=u, synopsis=y, long=lg)
                             for n, s, u, y, lg in rows), encoding="utf-8")

@@ -132,7 +132,7 @@ def test_debian_stanza_with_a_description_over_the_limit_is_skipped(tmp_path):
     lines = ["long text " * 10] * 12  # 12 continuation lines: a long description over the limit
     file = tmp_path / "Packages"
     file.write_text("\n".join([_stanza("alpha", ["fine"]), _stanza("bravo", lines), _stanza("charlie", ["ok"])]))
-    ds = _read("debian-packages", file, max_field_chars=LIMIT)
+    ds = _read("debian-packages", file, max_field_chars=LIMIT, half="both")
     size = len("the bravo tool") + sum(len(x) + 2 for x in lines)  # each line: "\n" and its leading space
     _assert_one_oversized(ds.stats, used=2, field="Description", where=f"{file}:6", size=size)
     assert sorted(ds.corpus) == ["alpha", "charlie"]
@@ -146,7 +146,7 @@ def test_debian_translation_over_the_limit_is_skipped(tmp_path):
     translation.write_text("Package: alpha\nDescription-md5: aaa\nDescription-en: the alpha tool\n fine\n\n"
                            "Package: bravo\nDescription-md5: bbb\nDescription-en: the bravo tool\n"
                            + " more words\n" * 100)
-    ds = _read("debian-packages", file, translations=str(translation), max_field_chars=LIMIT)
+    ds = _read("debian-packages", file, translations=str(translation), max_field_chars=LIMIT, half="both")
     reason = f"translation: field 'Description-en' over max_field_chars={LIMIT}"
     assert ds.stats.used == 1 and sorted(ds.corpus) == ["alpha"]
     assert dict(ds.stats.skipped) == {reason: 1, "no long description": 1}
@@ -157,7 +157,7 @@ def test_debian_description_of_many_lines_over_the_default_limit_is_skipped(tmp_
     lines = ["x" * 78] * 13_000  # 1,040,000 characters over 13,000 lines
     file = tmp_path / "Packages"
     file.write_text("\n".join([_stanza("alpha", ["fine"]), _stanza("bravo", lines)]))
-    ds = _read("debian-packages", file)
+    ds = _read("debian-packages", file, half="both")
     size = len("the bravo tool") + 80 * len(lines)
     _assert_one_oversized(ds.stats, used=1, field="Description", where=f"{file}:6", size=size, limit=MAX_FIELD_CHARS)
 

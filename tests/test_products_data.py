@@ -266,9 +266,10 @@ def test_esci_ndcg_with_both_gain_maps_matches_hand_computation(esci_dir):
 
 
 def read_fixture(**options):
-    """The fixture as core reads it (options checked by the reader's options model)."""
+    """The fixture as core reads it (options checked by the reader's options model); the whole
+    catalog unless a test asks for a half, since these tests are about reading it."""
     return get_registry().create("dataset", "debian-packages", str(DEB / "Packages"),
-                                 translations=str(DEB / "Translation-en"), **options)
+                                 translations=str(DEB / "Translation-en"), **{"half": "both", **options})
 
 
 FIXTURE_ORDER = ["0ad", "jq", "python3-requests", "ripgrep", "tree", "python3-numpy", "curl", "git",
@@ -315,13 +316,13 @@ def test_debian_packages_with_translations():
 
 def test_debian_without_translations_says_where_the_descriptions_are(tmp_path):
     with pytest.raises(DataError, match=r"carry only synopses.*Translation-en.*Acquire::Languages=en"):
-        debian.read(str(DEB / "Packages"))
+        debian.read(str(DEB / "Packages"), half="both")
     with pytest.raises(DataError, match=r"carry only synopses"):
-        debian.read(str(DEB / "Packages"), translations="none")
+        debian.read(str(DEB / "Packages"), translations="none", half="both")
 
 
 def test_debian_status_file_has_inline_descriptions():
-    ds = debian.read(str(DEB / "status"))
+    ds = debian.read(str(DEB / "status"), half="both")
     assert counts(ds) == (2, {})
     assert ds.queries["ed"].text == "classic UNIX line editor"
     assert ds.corpus["ed"].content == (
@@ -333,7 +334,7 @@ def test_debian_status_file_has_inline_descriptions():
 
 
 def test_debian_broken_stanzas_are_skipped_with_file_and_line():
-    ds = debian.read(str(BROKEN))
+    ds = debian.read(str(BROKEN), half="both")
     assert counts(ds) == (
         2,
         {
@@ -374,7 +375,7 @@ def test_debian_apt_lists_folder_with_compressed_files(tmp_path):
     with gzip.open(tmp_path / f"{prefix}_i18n_Translation-en.gz", "wb") as fh:
         fh.write((DEB / "Translation-en").read_bytes())
     (tmp_path / "deb.debian.org_debian_dists_bookworm_InRelease").write_text("not an index\n")
-    ds = debian.read(str(tmp_path))
+    ds = debian.read(str(tmp_path), half="both")
     assert counts(ds) == (12, {"no long description": 1, "duplicate package (the first one read is kept)": 1})
     assert ds.stats.examples == [f"{tmp_path / (prefix + '_binary-amd64_Packages')}:97: no long description"]
     assert ds.corpus["0ad"].content == read_fixture().corpus["0ad"].content
@@ -390,7 +391,7 @@ def test_debian_debtags_of_a_later_copy_fill_in_a_tagless_first_copy(tmp_path):
     )
     shutil.copy(DEB / "Packages", tmp_path / "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages")
     shutil.copy(DEB / "Translation-en", tmp_path / "deb.debian.org_debian_dists_bookworm_main_i18n_Translation-en")
-    ds = debian.read(str(tmp_path))
+    ds = debian.read(str(tmp_path), half="both")
     assert counts(ds) == (12, {"no long description": 1, "duplicate package (the first one read is kept)": 2})
     assert ds.pairs[0] == ("jq", "jq")  # the security copy is the one kept
     assert ds.corpus["jq"].aspects == {
@@ -403,12 +404,12 @@ def test_debian_debtags_of_a_later_copy_fill_in_a_tagless_first_copy(tmp_path):
 def test_debian_lz4_lists_as_apt_writes_them(tmp_path):
     target = tmp_path / "x_Packages.lz4"
     subprocess.run(["lz4", "-q", str(DEB / "Packages"), str(target)], check=True)
-    ds = debian.read(str(target), translations=str(DEB / "Translation-en"))
+    ds = debian.read(str(target), translations=str(DEB / "Translation-en"), half="both")
     assert counts(ds)[0] == 12
     cut = tmp_path / "cut_Packages.lz4"
     data = target.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
-    used, skipped = counts(debian.read(str(cut), translations=str(DEB / "Translation-en")))
+    used, skipped = counts(debian.read(str(cut), translations=str(DEB / "Translation-en"), half="both"))
     assert skipped == {"truncated or corrupt compressed file": 1} and used < 12  # one lz4 block: nothing before the cut
 
 
@@ -416,7 +417,7 @@ def test_debian_truncated_xz_keeps_the_stanzas_before_the_damage(tmp_path):
     data = lzma.compress((DEB / "Packages").read_bytes())
     cut = tmp_path / "Packages.xz"
     cut.write_bytes(data[: len(data) * 2 // 3])
-    ds = debian.read(str(cut), translations=str(DEB / "Translation-en"))
+    ds = debian.read(str(cut), translations=str(DEB / "Translation-en"), half="both")
     used, skipped = counts(ds)
     assert skipped.pop("truncated or corrupt compressed file") == 1
     assert 0 < used < 12
@@ -426,7 +427,7 @@ def test_debian_truncated_xz_keeps_the_stanzas_before_the_damage(tmp_path):
 def test_debian_broken_translation_stanzas_are_counted(tmp_path):
     translations = tmp_path / "Translation-en"
     translations.write_bytes(b"Package: x\nnot a field\n\n" + (DEB / "Translation-en").read_bytes())
-    ds = debian.read(str(DEB / "Packages"), translations=str(translations))
+    ds = debian.read(str(DEB / "Packages"), translations=str(translations), half="both")
     used, skipped = counts(ds)
     assert used == 12 and skipped["translation: malformed line (not 'Field: value')"] == 1
     assert ds.stats.examples[0] == f"{translations}:2: translation: malformed line (not 'Field: value')"
@@ -444,11 +445,11 @@ def test_debian_options_and_errors(tmp_path):
     with pytest.raises(PluginError, match=r"no option 'lang'\. Its options: .*translations"):
         read_fixture(lang="en")
     with pytest.raises(DataError, match=r"nowhere does not exist\. Pass a Packages file"):
-        debian.read(str(tmp_path / "nowhere"))
+        debian.read(str(tmp_path / "nowhere"), half="both")
     with pytest.raises(DataError, match=r"has no Packages files .*apt-get update"):
-        debian.read(str(tmp_path))
+        debian.read(str(tmp_path), half="both")
     with pytest.raises(DataError, match=r"translations path .*missing does not exist"):
-        debian.read(str(DEB / "Packages"), translations=str(tmp_path / "missing"))
+        debian.read(str(DEB / "Packages"), translations=str(tmp_path / "missing"), half="both")
 
 
 def test_debian_split_is_stable_and_tests_against_the_whole_catalog(monkeypatch):
@@ -469,9 +470,36 @@ def test_debian_split_is_stable_and_tests_against_the_whole_catalog(monkeypatch)
     assert train.stats.skipped["test-split package"] == len(expected_test)
 
 
+def test_debian_keeps_training_tuning_and_selection_off_the_reserved_half(monkeypatch):
+    """The packages whose sha1(name) starts 0-7 are kept for evaluation: by default no query,
+    positive or training item comes from them; a test split may rank against them."""
+    import hashlib
+
+    from structret.errors import DataError
+
+    monkeypatch.setattr(debian, "TEST_EVERY", 3)
+    reserved = {n for n in FIXTURE_ORDER if hashlib.sha1(n.encode()).hexdigest()[0] in "01234567"}
+    assert 0 < len(reserved) < len(FIXTURE_ORDER)  # the fixture has both halves
+    everything = read_fixture(half="open")
+    train, test = read_fixture(half="open", split="train"), read_fixture(half="open", split="test")
+    for ds in (everything, train):
+        assert not reserved & (set(ds.corpus) | set(ds.queries) | {d for _, d in ds.pairs})
+    assert everything.stats.skipped["package of the reserved half"] == len(reserved)
+    assert not reserved & set(test.queries) and reserved <= set(test.corpus)  # ranked against, never asked
+    held_out = read_fixture(half="reserved", split="test")
+    assert set(held_out.queries) <= reserved and set(held_out.queries).isdisjoint(test.queries)
+    with pytest.raises(DataError, match="half=reserved is kept for evaluation"):
+        read_fixture(half="reserved", split="train")
+    # the default is the open half
+    default = get_registry().create("dataset", "debian-packages", str(DEB / "Packages"),
+                                    translations=str(DEB / "Translation-en"))
+    assert set(default.corpus) == set(everything.corpus)
+
+
 def test_debian_is_registered():
     from structret.registry import get_registry
 
-    ds = get_registry().create("dataset", "debian-packages", str(DEB / "status"))
+    ds = get_registry().create("dataset", "debian-packages", str(DEB / "status"), half="both")
     assert sorted(ds.corpus) == ["bc", "ed"]
-    assert get_registry().create("dataset", "debian", str(DEB / "status")).pairs == [("bc", "bc"), ("ed", "ed")]
+    assert get_registry().create("dataset", "debian", str(DEB / "status"), half="both").pairs == [("bc", "bc"),
+                                                                                                 ("ed", "ed")]

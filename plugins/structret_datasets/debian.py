@@ -74,6 +74,15 @@ the WHOLE catalog (ATTEMPT's protocol: recall@100, recall@500, NDCG@50, MRR@100 
 items). ``train``: the other packages, each a (synopsis, package) pair for training.
 ``all`` (the default): every package, every pair -- for pretraining on the catalog's
 text, or a code-search style full-pool evaluation.
+
+Reserved half. Half of the catalog is kept for evaluation by someone who never trained on it:
+the packages whose ``sha1(name)`` hex digest starts with 0-7. Nothing is trained, tuned or
+selected on them, so by default (``half = "open"``) every split keeps its queries, positives
+and training items to the other half: ``all`` and ``train`` hold open-half packages only,
+and ``test`` ranks open-half test synopses against the whole catalog (a corpus to rank against
+may hold every package). ``half = "reserved"`` is the evaluation of that half (``test`` only);
+``half = "both"`` reads every package (inspecting the catalog, the reader's own tests) and is
+not for training, tuning or selection.
 """
 
 from __future__ import annotations
@@ -393,12 +402,31 @@ def is_test(name: str) -> bool:
     return int.from_bytes(hashlib.sha1(name.encode("utf-8")).digest()[:8], "big") % TEST_EVERY == 0
 
 
+def is_reserved(name: str) -> bool:
+    """The half kept for evaluation: sha1(name) in hex starts with 0-7."""
+    import hashlib
+
+    return hashlib.sha1(name.encode("utf-8")).hexdigest()[0] in "01234567"
+
+
 def read(path: str, *, split: str | None = None, translations: str | None = None, limit: int | None = None,
-         max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
-    """The catalog, one ``split`` of it (all, test or train; see the module docs). Options:
-    structret_datasets.options.DebianPackages."""
+         max_field_chars: int = MAX_FIELD_CHARS, half: str = "open") -> Dataset:
+    """The catalog, one ``split`` of it (all, test or train), from one ``half`` (open, reserved,
+    both; see the module docs). Options: structret_datasets.options.DebianPackages."""
     split = check_choice(READER, "split", split or "all", ("all", "test", "train"))
+    half = check_choice(READER, "half", half, ("open", "reserved", "both"))
+    if half == "reserved" and split != "test":
+        raise DataError(f"{READER}: half=reserved is kept for evaluation, so only split=test reads it; train, "
+                        f"tune and select on half=open (the default).")
     corpus, queries, pairs, stats = _read_catalog(path, translations, limit, max_field_chars)
+    if half != "both":
+        other = {name for name in corpus if is_reserved(name) != (half == "reserved")}
+        if split != "test":  # the items themselves are trained on: the other half is not read at all
+            stats.leave_out(f"package of the {'reserved' if half == 'open' else 'open'} half", len(other))
+            stats.used -= len(other)
+            corpus = {n: r for n, r in corpus.items() if n not in other}
+            pairs = [(q, d) for q, d in pairs if d in corpus]
+        queries = {n: q for n, q in queries.items() if n not in other}
     # all and train are (synopsis, package) pairs, evaluated as code search is; test ranks
     # the whole catalog against its qrels with ATTEMPT's measures
     if split == "all":
@@ -406,9 +434,11 @@ def read(path: str, *, split: str | None = None, translations: str | None = None
                        stats=stats, pairs=pairs, task=CODE_SEARCH)
     test = {name for name in corpus if is_test(name)}
     if split == "test":
-        # every package stays in the corpus (all used): the test queries rank the whole catalog
-        return Dataset(name=READER, corpus=corpus, queries={n: queries[n] for n in corpus if n in test},
-                       qrels={n: {n: 1} for n in corpus if n in test}, stats=stats, metrics=METRICS,
+        # every package stays in the corpus (all used): the test queries (of the half read) rank
+        # the whole catalog
+        asked = {n for n in test if n in queries}
+        return Dataset(name=READER, corpus=corpus, queries={n: queries[n] for n in corpus if n in asked},
+                       qrels={n: {n: 1} for n in corpus if n in asked}, stats=stats, metrics=METRICS,
                        task=QRELS_RANKING)
     if test:
         stats.leave_out("test-split package", len(test))

@@ -65,3 +65,7 @@ class DebianPackages(Reader):
     is a folder; none = read no translations."""
     limit: Count | None = None
     """Stop after this many packages are used; unset = all."""
+    half: Literal["open", "reserved", "both"] = "open"
+    """Which half of the catalog queries, positives and training items come from: open (train, tune and
+    select here), reserved (sha1(name) starting 0-7: kept for evaluation, split=test only), both (reading the
+    whole catalog; not for training, tuning or selection)."""
