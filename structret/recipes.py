@@ -96,7 +96,9 @@ class Recipe(BaseModel):
     dtype: Literal["fp32", "bf16"] = "fp32"
     """bf16 = autocast; off by default, CPUs without bf16 get slower."""
     query_max_len: int = Field(50, gt=0)
+    """Tokens per query in training batches."""
     passage_max_len: int = Field(240, gt=0)
+    """Tokens per document in training batches (encoding a corpus uses the backbone's max_length)."""
     label_max_len: int = Field(35, gt=0)
     """Target tokens of a seq2seq corruption objective's labels."""
     negatives: int = Field(0, ge=0)
