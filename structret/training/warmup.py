@@ -69,7 +69,7 @@ class LMWarmup:
             p.requires_grad_(False)
         self.started = time.perf_counter()
         if loud:
-                print(f"lm warm-up: {self.objective}'s LM head alone for steps {start + 1}..{self.steps} "
+            print(f"lm warm-up: {self.objective}'s LM head alone for steps {start + 1}..{self.steps} "
                   f"(encoder frozen, lr {self.lr:g}; {why}), then the run's own steps", file=sys.stderr)
 
     def end(self, loud: bool) -> None:
@@ -126,17 +126,19 @@ def prepare(objectives: Sequence[tuple[Any, float]], backbone: Any, step_module:
     if not steps:
         return None, why
     objective = with_role(objectives, "corruption")[0]
+    options = optional("objective", objective, "lm_warmup_options")
     lister = optional("backbone", backbone, "lm_head_parameters")
     head = list(lister()) if lister is not None else []
     if not head:
         what = ("declares no lm_head_parameters()" if lister is None
                 else "has no LM-head parameters of its own (its output matrix is the tied input embedding)")
+        if saved is None and options.lm_warmup == "auto":
+            return None, f"lm_warmup = auto, but backbone '{backbone.name}' {what}"
         raise TrainingError(f"{objective.name}: LM-head warm-up ({why}), but backbone '{backbone.name}' {what}, "
                             f"so there is nothing to warm up. Set {objective.name}.lm_warmup = 0.")
     ids = {id(p) for p in head}
     frozen = [p for p in step_module.parameters() if p.requires_grad and id(p) not in ids]
-    options = optional("objective", objective, "lm_warmup_options")
-    lr = options.lm_warmup_lr if options is not None else 1e-3
+    lr = options.lm_warmup_lr
     # biases and norm scales are not decayed, as in the run's own optimizer
     groups = [{"params": [p for p in head if p.ndim >= 2], "weight_decay": weight_decay},
               {"params": [p for p in head if p.ndim < 2], "weight_decay": 0.0}]
