@@ -381,6 +381,14 @@ OPTIONAL: dict[str, dict[str, str]] = {
         "pooling": "how the vector is made (cls, mean, first-decoder-position); notes and structret.json",
         "normalize": "whether vectors are unit length; notes and structret.json",
         "dtype": "the encoding precision it resolved (None: fp32); notes",
+        "lm_head_is_new": "after enable_lm(): True when its LM head did not come from the checkpoint "
+                          "(it starts random), which is what lm_warmup = auto warms up",
+        "lm_head_parameters": "lm_head_parameters() -> list of the LM head's own parameters (not the "
+                              "encoder's, not a tied input embedding): all that LM-head warm-up trains",
+    },
+    "objective": {
+        "lm_warmup_options": "a corruption objective's structret.options.LMWarmupOptions: how many steps the "
+                     "trainer trains the LM head alone first (structret.training.warmup)",
     },
     "retriever": {
         "settings": "settings() -> str: what changes its numbers, for a results table's notes",

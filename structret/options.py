@@ -25,7 +25,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationError, create_model
 
 from structret.errors import PluginError
 
@@ -72,9 +72,12 @@ def _type_text(annotation: Any) -> str:
 
 
 def describe(model: type[BaseModel]) -> list[OptionInfo]:
-    """Each option of ``model``: name, type, default, whether it must be given, its doc."""
+    """Each option of ``model``: name, type, default, whether it must be given, its doc. Options
+    of a shared set it inherits (``listed_last``, e.g. :class:`LMWarmupOptions`) come after its own."""
+    shared = {name for base in model.__mro__[1:] if base.__dict__.get("listed_last")
+              for name in base.__dict__.get("__annotations__", {})}
     infos = []
-    for name, info in model.model_fields.items():
+    for name, info in sorted(model.model_fields.items(), key=lambda item: item[0] in shared):
         required = info.is_required()
         default = None if required else info.get_default(call_default_factory=True)
         infos.append(OptionInfo(name, _type_text(info.annotation), default, required,
@@ -164,3 +167,39 @@ def _not_a_bool(value: Any) -> Any:
 
 # A whole number >= 1 (a count, a size): 2e6 from the command line is taken, 2.5 and true are not.
 Count = typing.Annotated[int, BeforeValidator(_not_a_bool), Field(ge=1)]
+
+
+def _auto_or_steps(value: Any) -> Any:
+    if value == "auto":
+        return value
+    if isinstance(value, str) and value.strip().isdigit():  # from the command line
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"'auto' or a whole number of steps >= 0 (0 = off) is expected, got {value!r}")
+    return value
+
+
+class LMWarmupOptions(Options):
+    """LM-head warm-up, an option of every corruption objective whose loss comes from a
+    backbone's LM head (``mep``, ``span-mask``, ``mlm``, ``aspect-mlm``); the trainer runs it
+    (``structret.training.warmup``).
+
+    A head that starts random (the checkpoint has none: MiniLM, any sentence encoder) gives
+    a loss of ~ln(vocabulary) whose gradients first flow into the encoder and swamp the
+    other objectives. Warm-up steps train the LM head alone, before the run's own steps: the
+    encoder (and a tied output matrix, which is the input embedding) is frozen and gets no
+    gradient, only the corruption loss counts, at a constant ``lm_warmup_lr``. They do not
+    consume the run's schedule (``max_steps``/``epochs``, the lr warm-up and decay start
+    after them) and are logged with ``"phase": "lm-warmup"`` in metrics.jsonl.
+    """
+
+    listed_last: typing.ClassVar[bool] = True  # after the objective's own options in listings
+
+    lm_warmup: typing.Annotated[typing.Literal["auto"] | int, PlainValidator(_auto_or_steps)] = "auto"
+    """Steps of LM-head warm-up: auto = lm_warmup_auto_steps when the backbone's LM head starts
+    random (its checkpoint has no head weights), none when it was loaded; a number forces
+    that many steps (0 = off)."""
+    lm_warmup_auto_steps: Count = 200
+    """How many warm-up steps lm_warmup = auto gives a fresh head."""
+    lm_warmup_lr: float = Field(1e-3, gt=0)
+    """Learning rate of the warm-up steps (constant; a fresh head needs more than the run's lr)."""

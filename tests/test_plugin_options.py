@@ -25,6 +25,8 @@ from structret.registry import get_registry
 MOVED = ("noise_density", "mean_span_length", "extractor", "mlm_input", "content_mask_ratio", "query_mask_ratio",
          "aspect_mask_ratio", "mutual_weight", "aspects", "similarity", "temperature", "backbone_options",
          "data_options")
+# every corruption objective's LM-head warm-up options (structret.options.LMWarmupOptions), at their defaults
+WARMUP = {"lm_warmup": "auto", "lm_warmup_auto_steps": 200, "lm_warmup_lr": 0.001}
 
 
 def test_core_fields_name_no_plugin_option():
@@ -45,7 +47,7 @@ def test_a_table_and_a_set_reach_the_plugin_with_every_default_filled(tmp_path):
     file = tmp_path / "r.toml"
     file.write_text('objective = "sda+span-mask"\nbackbone = "codet5-base"\n[span-mask]\nnoise_density = 0.3\n')
     recipe = resolve_recipe(str(file), {"span-mask.mean-span-length": "5", "sda.temperature": "0.5"})
-    assert recipe.plugins["span-mask"] == {"noise_density": 0.3, "mean_span_length": 5.0}
+    assert recipe.plugins["span-mask"] == {"noise_density": 0.3, "mean_span_length": 5.0, **WARMUP}
     assert recipe.plugins["sda"] == {"similarity": "dot", "temperature": 0.5}
     assert recipe.plugins["codet5-base"]["max_length"] == 256  # the backbone's table, defaults filled in
 
@@ -100,7 +102,7 @@ def test_old_flat_recipes_still_load_with_a_deprecation_warning(tmp_path):
     with pytest.warns(RecipeWarning) as caught:
         recipe = resolve_recipe(str(file))
     assert recipe.plugins["sda"] == {"similarity": "cos", "temperature": 0.05}
-    assert recipe.plugins["mep"]["extractor"] == "tree-sitter"
+    assert recipe.plugins["mep"] == {"extractor": "tree-sitter", "entity_rate": 1.0, **WARMUP}
     assert recipe.plugins["minilm"]["informed_layers"] == 1
     messages = " ".join(str(w.message) for w in caught)
     assert "write it in the [sda] table" in messages and "[minilm] table" in messages

@@ -373,6 +373,7 @@ class TrainableMixin:
 
     lm_auto_class = ""  # transformers Auto class of the head model, e.g. "AutoModelForMaskedLM"
     _warned_fresh_head = False
+    lm_head_is_new = False  # set by enable_lm: the head's weights were not in the checkpoint
 
     @property
     def training_module(self) -> torch.nn.Module:
@@ -410,14 +411,23 @@ class TrainableMixin:
             load_head(lm, head_file, self._base_prefixes())
         else:
             fresh = [k for k in info.get("missing_keys", ()) if not k.startswith(self._base_prefixes())]
+            self.lm_head_is_new = bool(fresh)
             if fresh and not type(self)._warned_fresh_head:
                 type(self)._warned_fresh_head = True
                 warnings.warn(
                     f"{self.name} has no weights for its {self.lm_auto_class[len('AutoModelFor'):]} head "
-                    f"({len(fresh)} tensors, e.g. {fresh[0]}); they start random and are trained with the rest.",
+                    f"({len(fresh)} tensors, e.g. {fresh[0]}); they start random (corruption objectives' "
+                    f"lm_warmup = auto trains them alone first).",
                     stacklevel=2,
                 )
         self.lm_model = lm.to(self.device)
+
+    def lm_head_parameters(self) -> list[torch.nn.Parameter]:
+        """The LM head's own parameters, after ``enable_lm``: those of the head model outside
+        this backbone's base model, so not a tied output matrix (it is the input embedding)."""
+        if self.lm_model is None:
+            raise RuntimeError(f"{self.name}: enable_lm() first; there is no LM head yet")
+        return [p for name, p in self.lm_model.named_parameters() if not name.startswith(self._base_prefixes())]
 
     def train_forward(self, batch: Any, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(vectors, lm_loss)`` from ONE forward of ``batch``; ``lm_loss`` is None without labels.

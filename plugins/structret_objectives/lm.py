@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from structret.contracts import ObjectiveDefaults
+from structret.options import LMWarmupOptions
 from structret.recipes import ObjectiveError
 from structret.records import CodeRecord, Entity, ItemRecord
 from structret_objectives import masking
@@ -87,11 +88,14 @@ class EntityMasking(ObjectiveDefaults):
     role = "corruption"
     needs = frozenset(_VARIANTS)  # any one of these capabilities
 
-    def __init__(self, extractor: str = "auto", entity_rate: float = 1.0):
+    def __init__(self, extractor: str = "auto", entity_rate: float = 1.0,
+                 lm_warmup_options: LMWarmupOptions | None = None):
         if not 0 < entity_rate <= 1:
             raise ObjectiveError(f"mep: entity_rate is the share of entities masked, in (0, 1]; got {entity_rate}")
         self.extractor = extractor
         self.entity_rate = entity_rate
+        # the trainer's LM-head warm-up (structret.training.warmup)
+        self.lm_warmup_options = lm_warmup_options or LMWarmupOptions()
         self._extractors: dict[str, Any] = {}
         # what was masked, and what could not be: the trainer reports these at the end
         self.counts: Counter = Counter()
@@ -187,13 +191,15 @@ class SpanMasking(ObjectiveDefaults):
     role = "corruption"
     needs = frozenset(_VARIANTS)
 
-    def __init__(self, noise_density: float = 0.15, mean_span_length: float = 3.0):
+    def __init__(self, noise_density: float = 0.15, mean_span_length: float = 3.0,
+                 lm_warmup_options: LMWarmupOptions | None = None):
         if not 0 < noise_density < 1:
             raise ObjectiveError(f"span-mask: noise_density is a fraction in (0, 1), got {noise_density}")
         if not mean_span_length >= 1:
             raise ObjectiveError(f"span-mask: mean_span_length must be at least 1, got {mean_span_length}")
         self.noise_density = noise_density
         self.mean_span_length = mean_span_length
+        self.lm_warmup_options = lm_warmup_options or LMWarmupOptions()  # structret.training.warmup
 
     def check(self, backbone: Any) -> None:
         _check_tokenizer(self.name, _variant(self.name, backbone), backbone)
@@ -231,9 +237,13 @@ class SpanMasking(ObjectiveDefaults):
         return f"span-mask(noise_density={self.noise_density}, mean_span_length={self.mean_span_length})"
 
 
-def mep(extractor: str = "auto", entity_rate: float = 1.0) -> EntityMasking:
-    return EntityMasking(extractor, entity_rate)
+# lm_warmup*: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)
+def mep(extractor: str = "auto", entity_rate: float = 1.0, lm_warmup: int | str = "auto",
+        lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3) -> EntityMasking:
+    return EntityMasking(extractor, entity_rate, LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps, lm_warmup_lr=lm_warmup_lr))
 
 
-def span_mask(noise_density: float = 0.15, mean_span_length: float = 3.0) -> SpanMasking:
-    return SpanMasking(noise_density, mean_span_length)
+def span_mask(noise_density: float = 0.15, mean_span_length: float = 3.0,
+              lm_warmup: int | str = "auto", lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3) -> SpanMasking:
+    return SpanMasking(noise_density, mean_span_length,
+                       LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps, lm_warmup_lr=lm_warmup_lr))

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from structret.options import Options
+from structret.options import LMWarmupOptions, Options
 
 
 class Contrastive(Options):
@@ -21,8 +21,8 @@ class Contrastive(Options):
     """Scores are divided by it before the softmax; 1.0 = none (SANTA). Unit vectors want ~0.05."""
 
 
-class EntityMasking(Options):
-    """Options of ``mep``."""
+class EntityMasking(LMWarmupOptions):
+    """Options of ``mep``; lm_warmup* as in structret.options.LMWarmupOptions."""
 
     extractor: str = "auto"
     """Which entities are masked: a registered extractor, or auto = python-tokenize for Python,
@@ -42,8 +42,8 @@ class EntityMasking(Options):
         return name
 
 
-class SpanMasking(Options):
-    """Options of ``span-mask``."""
+class SpanMasking(LMWarmupOptions):
+    """Options of ``span-mask``; lm_warmup* as in structret.options.LMWarmupOptions."""
 
     noise_density: float = Field(0.15, gt=0, lt=1)
     """Fraction of the tokens corrupted (T5's setting)."""

@@ -73,6 +73,7 @@ import torch
 
 from structret.contracts import ObjectiveDefaults
 from structret.errors import PluginError
+from structret.options import LMWarmupOptions
 from structret.recipes import ObjectiveError
 from structret.records import ItemRecord, Query
 from structret_products.linearizers import (
@@ -170,10 +171,12 @@ class _Layouts(ObjectiveDefaults):
     needs = frozenset({"mlm"})
 
     def __init__(self, aspects: Iterable[str], content_fields: Iterable[str], content_mask_ratio: float,
-                 query_mask_ratio: float, indicator_init: str = "random"):
+                 query_mask_ratio: float, indicator_init: str = "random",
+                 lm_warmup_options: LMWarmupOptions | None = None):
         if indicator_init not in ("random", "words"):
             raise ObjectiveError(f"{self.name}: indicator_init is 'random' or 'words', got {indicator_init!r}")
         self.indicator_init = indicator_init
+        self.lm_warmup_options = lm_warmup_options or LMWarmupOptions()  # structret.training.warmup
         try:
             self.aspects = _check_aspects(aspects)
             self.content_fields = _check_fields(content_fields)
@@ -349,8 +352,10 @@ class AspectMLM(_Layouts):
         reduction: str = "per-view",
         content_fields: Iterable[str] = CONTENT_FIELDS,
         indicator_init: str = "random",
+        lm_warmup_options: LMWarmupOptions | None = None,
     ):
-        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio, indicator_init)
+        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio, indicator_init,
+                         lm_warmup_options)
         self.aspect_mask_ratio = _ratio("aspect_mask_ratio", aspect_mask_ratio)
         if isinstance(mutual_weight, bool) or not isinstance(mutual_weight, (int, float)) or mutual_weight < 0:
             raise ObjectiveError(f"mutual_weight (lambda of Eq. 4) is a number >= 0, got {mutual_weight!r}")
@@ -429,10 +434,12 @@ class MaskedLM(_Layouts):
         aspects: Iterable[str] = DEFAULT_ASPECTS,
         content_fields: Iterable[str] = CONTENT_FIELDS,
         indicator_init: str = "random",
+        lm_warmup_options: LMWarmupOptions | None = None,
     ):
         if layout not in ("content", "aspects"):
             raise ObjectiveError(f"mlm: layout is 'content' (BIBERT) or 'aspects' (BIBERT-C), got {layout!r}")
-        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio, indicator_init)
+        super().__init__(aspects, content_fields, content_mask_ratio, query_mask_ratio, indicator_init,
+                         lm_warmup_options)
         self.layout = layout
         self.aspect_mask_ratio = _ratio("aspect_mask_ratio", aspect_mask_ratio, allow_none=True)
         if layout == "content" and self.aspect_mask_ratio is not None:
@@ -483,10 +490,15 @@ def aspect_mlm(
     reduction: str = "per-view",
     content_fields: Iterable[str] = CONTENT_FIELDS,
     indicator_init: str = "random",
+    lm_warmup: int | str = "auto",
+    lm_warmup_auto_steps: int = 200,
+    lm_warmup_lr: float = 1e-3,
 ) -> AspectMLM:
+    """``lm_warmup*``: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)."""
     return AspectMLM(_aspect_list(aspects), content_mask_ratio, query_mask_ratio,
                      0.6 if aspect_mask_ratio is None else aspect_mask_ratio, mutual_weight, reduction, content_fields,
-                     indicator_init)
+                     indicator_init, LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps,
+                                                     lm_warmup_lr=lm_warmup_lr))
 
 
 def mlm(
@@ -497,6 +509,12 @@ def mlm(
     aspects: Iterable[str] | str = DEFAULT_ASPECTS,
     content_fields: Iterable[str] = CONTENT_FIELDS,
     indicator_init: str = "random",
+    lm_warmup: int | str = "auto",
+    lm_warmup_auto_steps: int = 200,
+    lm_warmup_lr: float = 1e-3,
 ) -> MaskedLM:
+    """``lm_warmup*``: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)."""
     return MaskedLM(mlm_input, content_mask_ratio, query_mask_ratio, aspect_mask_ratio, _aspect_list(aspects),
-                    content_fields, indicator_init)
+                    content_fields, indicator_init, LMWarmupOptions(lm_warmup=lm_warmup,
+                                                                     lm_warmup_auto_steps=lm_warmup_auto_steps,
+                                                                     lm_warmup_lr=lm_warmup_lr))

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from structret.options import Names, Options
+from structret.options import LMWarmupOptions, Names, Options
 
 DEFAULT_ASPECTS = ["brand", "color"]  # what the esci reader fills in; MA-Amazon adds category levels
 CONTENT_FIELDS = ["title", "content"]
@@ -32,8 +32,8 @@ class Product(Options):
     """The ``product`` text format has no options."""
 
 
-class AspectMLM(Options):
-    """Options of ``aspect-mlm`` (ATTEMPT Eq. 4)."""
+class AspectMLM(LMWarmupOptions):
+    """Options of ``aspect-mlm`` (ATTEMPT Eq. 4); lm_warmup* as in structret.options.LMWarmupOptions."""
 
     aspects: Names = Field(default_factory=lambda: list(DEFAULT_ASPECTS))
     """Aspects whose text is predicted and predicts the content, in layout order."""
@@ -54,8 +54,8 @@ class AspectMLM(Options):
     aspect name's word pieces ([BRAND] <- "brand", [C] <- "content")."""
 
 
-class MaskedLM(Options):
-    """Options of ``mlm`` (BIBERT, BIBERT-C, BIBERT-C(A))."""
+class MaskedLM(LMWarmupOptions):
+    """Options of ``mlm`` (BIBERT, BIBERT-C, BIBERT-C(A)); lm_warmup* as in structret.options.LMWarmupOptions."""
 
     mlm_input: Literal["content", "aspects"] = "content"
     """content = BIBERT (the item content alone); aspects = BIBERT-C (the aspects layout)."""

@@ -3,7 +3,7 @@
 One module per job, each readable alone: ``examples`` (training pairs as texts) ->
 ``objectives`` (the recipe's losses, checked to fit together) -> ``batches`` (the examples
 of a step and their tensors) -> ``step`` (each text encoded once; ``gradcache`` for large
-batches) -> ``loop`` (``train()``: optimizer, schedule, logs, checkpoints). ``distributed``
+batches; ``warmup`` for a fresh LM head) -> ``loop`` (``train()``: optimizer, schedule, logs, checkpoints). ``distributed``
 holds the process helpers, ``checkpoints`` what a run writes and how it resumes.
 
 - **Global batches.** ``batch_size`` is the global batch. Step ``s`` of epoch ``e`` takes
@@ -20,6 +20,8 @@ holds the process helpers, ``checkpoints`` what a run writes and how it resumes.
   objectives (parent-attention) read what that same forward left behind.
 - **Gradient caching.** With ``grad_cache_chunk`` the same step runs in chunks of texts
   (``structret.training.gradcache``, GradCache): the same gradients, the activations of one chunk.
+- **LM-head warm-up.** A corruption objective's head that starts random is trained alone
+  first, the encoder frozen (``warmup``; the objective's ``lm_warmup`` options).
 - **Exact resume.** A checkpoint holds the model (a plain Hugging Face checkpoint), the
   optimizer and schedule, every process's RNG states and the step; resuming gives the
   same weights as a run that never stopped (on CPU, same number of processes).

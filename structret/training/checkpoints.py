@@ -50,8 +50,9 @@ HEADS_FILE = "objective_heads.safetensors"
 
 
 def save_checkpoint(run: Path, recipe: Recipe, backbone: Any, optimizer: Any, scheduler: Any,
-                    meta: dict[str, Any], is_main: bool, heads: nn.Module | None = None) -> None:
-    """``run/checkpoint-STEP``: the model, optimizer and schedule, the objectives' ``heads`` and
+                    meta: dict[str, Any], is_main: bool, heads: nn.Module | None = None, warmup: Any = None) -> None:
+    """``run/checkpoint-STEP``: the model, optimizer and schedule, the objectives' ``heads``,
+    the LM-head ``warmup`` (structret.training.warmup.LMWarmup: its steps and optimizer) and
     every process's RNG state. Collective: every process calls it; the main one writes."""
     step = meta["step"]
     states = all_rng_states()  # collective: every process calls it
@@ -60,14 +61,17 @@ def save_checkpoint(run: Path, recipe: Recipe, backbone: Any, optimizer: Any, sc
             backbone.save_pretrained(tmp)
             write_meta(tmp, meta)
             (tmp / "trainer").mkdir()
-            torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
-                       tmp / "trainer" / "optimizer.pt")
+            saved = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
+            if warmup is not None:
+                saved["lm_warmup_optimizer"] = warmup.optimizer.state_dict()
+            torch.save(saved, tmp / "trainer" / "optimizer.pt")
             if heads is not None and len(heads.state_dict()):
                 from safetensors.torch import save_file
 
                 save_file({k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()},
                           str(tmp / "trainer" / HEADS_FILE))
-            state = {"step": step, "world_size": len(states), "rng": states}
+            state = {"step": step, "world_size": len(states), "rng": states,
+                     "lm_warmup_steps": warmup.steps if warmup is not None else 0}
             (tmp / "trainer" / "state.json").write_text(json.dumps(state), encoding="utf-8")
         if recipe.keep_checkpoints:
             for old in checkpoints(run)[:-recipe.keep_checkpoints]:
@@ -80,7 +84,14 @@ def checkpoints(run: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(CHECKPOINT.match(p.name).group(1)))
 
 
-def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: nn.Module | None = None) -> int:
+def saved_warmup_steps(checkpoint: Path) -> int:
+    """The LM-head warm-up steps the run that wrote ``checkpoint`` resolved (0 before warm-up existed)."""
+    state = json.loads((checkpoint / "trainer" / "state.json").read_text(encoding="utf-8"))
+    return int(state.get("lm_warmup_steps", 0))
+
+
+def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: nn.Module | None = None,
+                       warmup: Any = None) -> int:
     """Restore what ``save_checkpoint`` wrote (the model is loaded by the backbone); return its step."""
     if heads is not None and len(heads.state_dict()):
         from safetensors.torch import load_file
@@ -94,6 +105,8 @@ def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: 
     saved = torch.load(checkpoint / "trainer" / "optimizer.pt", weights_only=True)
     optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
+    if warmup is not None and "lm_warmup_optimizer" in saved:
+        warmup.optimizer.load_state_dict(saved["lm_warmup_optimizer"])
     state = json.loads((checkpoint / "trainer" / "state.json").read_text(encoding="utf-8"))
     rank, size = world()
     if state["world_size"] != size:

@@ -31,11 +31,13 @@ from structret.training.checkpoints import (
     model_meta,
     save_checkpoint,
     save_model,
+    saved_warmup_steps,
 )
 from structret.training.distributed import make_accelerator
 from structret.training.examples import load_examples
 from structret.training.objectives import build_objectives, with_role
 from structret.training.step import TrainStep, forward_backward
+from structret.training import warmup as lm_warmup
 
 
 def _parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -81,6 +83,9 @@ def _data_options(recipe: Recipe) -> dict[str, Any]:
 def train(recipe: Recipe, *, resume: bool = False,
           callback: Callable[[int, dict[str, float]], None] | None = None, verify: bool = True) -> Path:
     """Train as ``recipe`` says; return the directory of the final model (``OUTPUT/final``).
+
+    A corruption objective may first train its LM head alone (``structret.training.warmup``):
+    those steps come before the recipe's own and are counted with them.
 
     ``resume=True`` continues from the newest checkpoint in ``recipe.output`` (or starts
     afresh if there is none). ``callback(step, logs)`` runs after every step, after that
@@ -143,16 +148,23 @@ def train(recipe: Recipe, *, resume: bool = False,
     for objective, _ in objectives:
         objective.setup(examples, backbone)  # e.g. value vocabularies of aspect classification
     batches = Batches(examples, recipe, backbone, objectives)
-    total = batches.total_steps
+    own = batches.total_steps  # the run's own steps; LM-head warm-up steps come before them
 
     step_module = TrainStep(backbone, objectives)
     optimizer = torch.optim.AdamW(_parameter_groups(step_module, recipe.weight_decay), lr=recipe.lr)
-    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(recipe.warmup * total), total)
+    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(recipe.warmup * own), own)
+    warm, why = lm_warmup.prepare(objectives, backbone, step_module, recipe.weight_decay,
+                                  saved_warmup_steps(checkpoint) if checkpoint is not None else None)
+    head_steps = warm.steps if warm is not None else 0
+    total = head_steps + own
     # the schedule is not prepared: accelerate would step it once per process, and our
     # steps are already global
     module, optimizer = accelerator.prepare(step_module, optimizer)
+    if warm is not None:
+        warm.optimizer = accelerator.prepare(warm.optimizer)
     backbone.device = accelerator.device
-    start = load_trainer_state(checkpoint, optimizer, scheduler, step_module.heads) if checkpoint is not None else 0
+    start = (load_trainer_state(checkpoint, optimizer, scheduler, step_module.heads, warm)
+             if checkpoint is not None else 0)
     if checkpoint is not None and accelerator.is_main_process:
         # steps past the checkpoint are redone: the user sees how much a crash cost
         print(f"resuming from {checkpoint.name} (step {start} of {total})", file=sys.stderr)
@@ -167,29 +179,42 @@ def train(recipe: Recipe, *, resume: bool = False,
                     if line.strip() and json.loads(line)["step"] <= start]
         metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
+    if start < head_steps:
+        warm.begin(start, why, accelerator.is_main_process)
+    elif warm is None and with_role(objectives, "corruption") and accelerator.is_main_process:
+        print(f"lm warm-up: none ({why})", file=sys.stderr)
     module.train()
     bar = tqdm(total=total, initial=start, desc="training", unit="step", disable=not accelerator.is_main_process)
     sums: dict[str, float] = {}
     since, clock = 0, time.perf_counter()
     for step in range(start, total):
-        batch = _to(batches.local(step, rank, world), accelerator.device)
-        logs = forward_backward(module, batch, accelerator, recipe.grad_cache_chunk)
-        if recipe.max_grad_norm:
-            accelerator.clip_grad_norm_(module.parameters(), recipe.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        warming = step < head_steps
+        own_step = step if warming else step - head_steps  # warm-up step k trains on the batch of step k
+        batch = _to(batches.local(own_step, rank, world), accelerator.device)
+        if warming:
+            logs = warm.step(module, batch, accelerator, recipe.max_grad_norm)
+        else:
+            logs = forward_backward(module, batch, accelerator, recipe.grad_cache_chunk)
+            if recipe.max_grad_norm:
+                accelerator.clip_grad_norm_(module.parameters(), recipe.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
         done = step + 1
 
         values = {k: float(v) for k, v in logs.items()}
         for k, v in values.items():
             sums[k] = sums.get(k, 0.0) + v
         since += 1
-        if done % recipe.log_every == 0 or done == total:
+        if done % recipe.log_every == 0 or done in (total, head_steps):
             elapsed = time.perf_counter() - clock
-            row = {"step": done, "epoch": step // batches.steps_per_epoch, "lr": scheduler.get_last_lr()[0],
+            row = {"step": done, "phase": "lm-warmup" if warming else "train",
+                   "epoch": own_step // batches.steps_per_epoch,
+                   "lr": warm.lr if warming else scheduler.get_last_lr()[0],
                    "loss": sums.pop("loss") / since, **{f"loss/{k}": s / since for k, s in sums.items()},
                    "examples_per_s": since * recipe.batch_size / elapsed}
+            if warming and done == head_steps:
+                row["lm_warmup_seconds"] = warm.seconds()
             if accelerator.is_main_process:
                 with metrics.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(row) + "\n")
@@ -199,8 +224,10 @@ def train(recipe: Recipe, *, resume: bool = False,
         if recipe.checkpoint_every and done % recipe.checkpoint_every == 0 and done < total:
             meta = model_meta(recipe, backbone, base_model, done)
             save_checkpoint(run, recipe, backbone, optimizer, scheduler, meta, accelerator.is_main_process,
-                            step_module.heads)
+                            step_module.heads, warm)
             accelerator.wait_for_everyone()
+        if warming and done == head_steps:
+            warm.end(accelerator.is_main_process)
         if callback is not None:
             callback(done, values)
     bar.close()

@@ -16,7 +16,8 @@ from structret.training.objectives import with_role
 class TrainStep(nn.Module):
     """Losses of one step. A module, so DDP (through accelerate) wraps the whole step.
 
-    ``module(batch)`` returns ``(loss to backpropagate, {name: global value to log})``.
+    ``module(batch)`` returns ``(loss to backpropagate, {name: global value to log})``;
+    ``mode="lm-warmup"`` the same for the corruption loss alone (structret.training.warmup).
     Gradient caching (``structret.training.gradcache``) calls it per chunk instead, through the same
     wrapper so DDP/FSDP see every forward: ``mode="encode"`` gives the chunk's vectors and
     counts, ``mode="replay"`` a loss whose gradient is the chunk's part of the step's.
@@ -43,10 +44,7 @@ class TrainStep(nn.Module):
             labels = batch.get("labels")
             passages, lm_loss = self.backbone.train_forward(batch["passage"], labels)  # the one passage forward
             if self.corruption is not None:
-                # label_weights: the objective normalised its loss itself (per view, per process),
-                # so processes count one each and the global loss is their mean
-                count = labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
-                parts[self.corruption[0].name] = (lm_loss, count)
+                parts[self.corruption[0].name] = (lm_loss, _count(batch))
             for objective, _ in self.auxiliary:
                 targets = batch.get("targets", {}).get(objective.name)
                 parts[objective.name] = check_auxiliary_loss(
@@ -73,8 +71,22 @@ class TrainStep(nn.Module):
             total = total + weight * size * share  # DDP averages gradients over processes
         return total, shares
 
+    def _lm_warmup(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """LM-head warm-up (structret.training.warmup): the corruption loss alone, unweighted."""
+        objective, _ = self.corruption
+        _, size = world()
+        _, lm_loss = self.backbone.train_forward(batch["passage"], batch["labels"])
+        count = _count(batch)
+        # as in _shares; a mean of nothing is nan, and the frozen encoder leaves no other graph
+        share = (lm_loss * (count / all_sum(count).clamp(min=1)) if count > 0
+                 else lm_loss.nan_to_num(0.0) * 0.0)
+        value = all_sum(share.detach())
+        return size * share, {objective.name: value, "loss": value}  # DDP averages gradients over processes
+
     def forward(self, batch: dict[str, Any], mode: str = "step", grad: torch.Tensor | None = None,
                 totals: dict[str, torch.Tensor] | None = None) -> Any:
+        if mode == "lm-warmup":
+            return self._lm_warmup(batch)
         if mode == "encode":
             return self._encode(batch)
         if mode == "replay":
@@ -85,7 +97,8 @@ class TrainStep(nn.Module):
                 total = total + (vectors * grad.to(vectors.dtype)).sum()
             return total, shares
         if mode != "step":
-            raise ValueError(f"TrainStep mode {mode!r}: use 'step', or 'encode'/'replay' (structret.training.gradcache)")
+            raise ValueError(f"TrainStep mode {mode!r}: use 'step', 'lm-warmup' (structret.training.warmup), "
+                             f"or 'encode'/'replay' (structret.training.gradcache)")
         _, size = world()
         queries, passages, parts = self._encode(batch)
         total, logs = self._shares(parts, {name: all_sum(count) for name, (_, count) in parts.items()}, passages)
@@ -99,6 +112,13 @@ class TrainStep(nn.Module):
         logs["loss"] = sum(w * logs[o.name] for o, w in self.objectives)
         return total, logs
 
+
+def _count(batch: dict[str, Any]) -> torch.Tensor:
+    """How many label tokens this process's corruption loss is a mean over. With
+    label_weights the objective normalised its loss itself (per view, per process), so
+    processes count one each and the global loss is their mean."""
+    labels = batch["labels"]
+    return labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
 
 
 def forward_backward(module: nn.Module, batch: dict[str, Any], accelerator: Any, grad_cache_chunk: int = 0
