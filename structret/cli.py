@@ -580,6 +580,10 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
                    "numbers beside the measured ones. Example: --suite khan-jang --set max_steps=20")
 @click.option("--row", "row_labels", multiple=True, metavar="LABEL",
               help="With --suite: run only these rows (repeatable). Example: --suite attempt --row ATTEMPT --row BIBERT")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="With --recipe/--suite: train every trained row N times, with the recipe's seed + 0, 1, ..., N-1 "
+                   "(seed 42 by default; --set seed=S moves the base), and print mean ± sample std per cell; "
+                   "untrained rows are evaluated once. Example: --suite santa --seeds 3 (seeds 42, 43, 44)")
 @click.option("--out", "-o", type=click.Path(file_okay=False),
               help="With --recipe/--suite: write results.json, results.md and results.png here (default: bench-out). "
                    "Example: --out bench-out/santa")
@@ -588,7 +592,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="With --system: also write the numbers to this JSON file.")
 def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, row_labels,
-          out, batch_size, limit, json_out):
+          seeds, out, batch_size, limit, json_out):
     """Score retrieval systems on datasets and print one table.
 
     With no options: mines the installed Python standard library into CodeSearchNet rows
@@ -609,6 +613,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     With --suite, the table is a paper's: its rows and columns, the paper's numbers next
     to the measured ones, offline stand-ins when the paper's data is not given. Trained
     runs and evaluations are cached (STRUCTRET_CACHE): a re-run recomputes only what changed.
+    --seeds N trains each trained row N times (seeds = the recipe's seed + 0..N-1, each a
+    cached run of its own) and prints mean ± sample std; results.json keeps every seed's value.
 
     \b
     Examples:
@@ -620,6 +626,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
       structret bench --suite santa --set max_steps=50 --out bench-out/santa
       structret bench --suite santa --data code=adv:dataset --backbone codet5-base   # the full reproduction
       structret bench --suite attempt --data-option limit=2000 --set max_steps=20
+      structret bench --recipe minilm-code --zero-shot --set max_steps=20 --seeds 3   # seeds 42, 43, 44
     """
     from structret.data import parse_options
 
@@ -634,7 +641,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
             if recipes or finetune or zero_shot:
                 raise click.UsageError("--suite names its own rows; leave out --recipe, --finetune and --zero-shot")
             table = S.suite_table(S.load_suite(suite), list(data), data_options=parse_options(data_options),
-                                  settings=overrides, backbone=backbone, runner=runner, rows=list(row_labels) or None)
+                                  settings=overrides, backbone=backbone, runner=runner, rows=list(row_labels) or None,
+                                  seeds=seeds)
         else:
             if split:
                 raise click.UsageError("--recipe trains on each dataset's train split and scores its test split; "
@@ -643,7 +651,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
             datas = [S.DataSpec(d, d, d, options) for d in data] or [
                 S.DataSpec("stdlib", "mined Python stdlib", S.resolve_spec("stdlib"), options, standin=True)]
             table = S.recipes_table(list(recipes), datas, finetune=finetune, zero_shot=zero_shot, settings=overrides,
-                                    systems=list(systems), runner=runner, backbone=backbone)
+                                    systems=list(systems), runner=runner, backbone=backbone, seeds=seeds)
         click.echo(table.markdown())
         paths = table.write(out or "bench-out")
         click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']} "
@@ -651,7 +659,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
                    f"evaluated {len(runner.evaluated)}, reused {len(runner.reused_evals)})", err=True)
         return
     for flag, given in (("--finetune", finetune), ("--zero-shot", zero_shot), ("--set", settings),
-                        ("--backbone", backbone), ("--row", row_labels), ("--out", out)):
+                        ("--backbone", backbone), ("--row", row_labels), ("--out", out), ("--seeds", seeds > 1)):
         if given:
             raise click.UsageError(f"{flag} goes with --recipe or --suite")
     if len(data) > 1:

@@ -280,3 +280,109 @@ def test_suite_rows_for_one_shipped_suite_on_tiny_data(tmp_path, cache, train_ca
     assert "Offline stand-ins" not in table.caption  # the code data was given
     md = table.markdown()
     assert "| *Zero-Shot* |" in md and "| *Fine-Tuning* |" in md
+
+
+# --- seeds ---------------------------------------------------------------------------
+
+
+def test_seeds_train_each_trained_row_per_seed_and_report_mean_and_std(tmp_path, cache, train_calls, tiny_bert_dir,
+                                                                       csn, fresh_registry, monkeypatch):
+    import statistics
+    import tomllib
+
+    out = tmp_path / "out"
+    args = ["bench", "--recipe", "minilm-code", "--data", csn, "--zero-shot", "--system", "bm25",
+            *_tiny(tiny_bert_dir), "--set", "lr=1e-3", "--seeds", "2", "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    # two runs for the one trained row, seeds 42 and 43, each recorded in its run's recipe.toml
+    assert [r.seed for r in train_calls] == [42, 43]
+    recorded = sorted(tomllib.loads((Path(r.output) / "recipe.toml").read_text())["seed"] for r in train_calls)
+    assert recorded == [42, 43]
+    # bm25 and the untrained backbone evaluated once each, the trained row once per seed
+    assert "trained 2, reused 0 runs; evaluated 4, reused 0" in result.output
+
+    key = f"{csn}|MRR@100 (full pool)"
+    table = BenchTable.read_json(out / "results.json")
+    rows = {r["label"]: r for r in table.rows}
+    trained = rows["minilm-code"]
+    assert trained["seeds"] == [42, 43]
+    each = trained["per_seed"][key]
+    assert len(each) == 2 and all(0 <= v <= 1 for v in each)
+    assert trained["values"][key] == pytest.approx(statistics.fmean(each))
+    assert "per_seed" not in rows["bm25"] and "per_seed" not in rows["hf-encoder (untrained)"]
+    md = (out / "results.md").read_text()
+    std = statistics.stdev(v * 100 for v in each)
+    assert f"| minilm-code | {statistics.fmean(each) * 100:.2f} ± {std:.2f} |" in md
+    assert "| bm25 | " in md and " ± " not in md.split("| bm25 |")[1].splitlines()[0]
+    assert "over 2 seeds (42, 43)" in table.caption
+    assert any("Untrained rows" in n and "evaluated once" in n for n in table.notes)
+    png = out / "results.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.axes
+
+    bars = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", lambda self, x, y, xerr, **kw: bars.append((x, y, xerr)))
+    table.plot(tmp_path / "bars.png")
+    assert bars == [([statistics.fmean(each) * 100], [2], [pytest.approx(std)])]  # only the trained row, 3rd
+    # results.json round-trips (the per-seed values included)
+    again_path = tmp_path / "again.json"
+    table.write_json(again_path)
+    assert BenchTable.read_json(again_path) == table
+    assert BenchTable.read_json(again_path).markdown() == md
+
+    # the same command again: every run and evaluation cached
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert len(train_calls) == 2
+    assert "trained 0, reused 2 runs; evaluated 0, reused 4" in again.output
+    assert BenchTable.read_json(out / "results.json") == table
+    # one seed: the seed-42 run is reused and the table has no seed fields
+    one = CliRunner().invoke(cli, [a for a in args if a not in ("--seeds", "2")])
+    assert one.exit_code == 0, one.output
+    assert len(train_calls) == 2 and " ± " not in (out / "results.md").read_text()
+    single = BenchTable.read_json(out / "results.json")
+    assert all("per_seed" not in r and "seeds" not in r for r in single.rows)
+    assert {r["label"]: r["values"][key] for r in single.rows}["minilm-code"] == each[0]
+
+
+def test_seeds_in_a_suite_table_and_an_old_results_json(tmp_path, cache, train_calls, tiny_bert_dir, csn,
+                                                       fresh_registry):
+    settings = {"model": str(tiny_bert_dir), "max_steps": "2", "batch_size": "4", "query_max_len": "16",
+                "passage_max_len": "32", "seed": "7"}
+    runner = Runner(show_progress=False)
+    table = suite_table(load_suite("santa"), [f"code={csn}"], settings=settings, backbone="hf-encoder",
+                        runner=runner, rows=["T5 (Baseline)", "T5 (w/ SDA)"], seeds=2)
+    # --set seed=7 moves the base: SDA pretraining and both fine-tunings with seeds 7 and 8
+    assert sorted((r.objective, r.seed) for r in train_calls) == [
+        ("dr", 7), ("dr", 7), ("dr", 8), ("dr", 8), ("sda", 7), ("sda", 8)]
+    rows = {(r["label"], r["block"]): r for r in table.rows}
+    assert "seeds" not in rows[("T5 (Baseline)", "Zero-Shot")]  # untrained: evaluated once
+    sda_ft = rows[("T5 (w/ SDA)", "Fine-Tuning")]
+    assert sda_ft["seeds"] == [7, 8] and len(sda_ft["per_seed"]["code|MRR"]) == 2
+    assert "over 2 seeds (7, 8)" in table.caption and " ± " in table.markdown()
+    # a results.json written before seeds existed still reads and prints as it did
+    path = tmp_path / "old.json"
+    old = table.to_dict()
+    for row in old["rows"]:
+        row.pop("seeds", None), row.pop("per_seed", None)
+    path.write_text(json.dumps(old))
+    cells = [line for line in BenchTable.read_json(path).markdown().splitlines() if line.startswith("| T5")]
+    assert len(cells) == 4 and not any(" ± " in line for line in cells)
+
+
+def test_seeds_go_with_recipe_or_suite(fresh_registry, csn):
+    bad = CliRunner().invoke(cli, ["bench", "--data", csn, "--system", "bm25", "--seeds", "2"])
+    assert bad.exit_code != 0 and "--seeds goes with --recipe or --suite" in bad.output
+    zero = CliRunner().invoke(cli, ["bench", "--recipe", "minilm-code", "--data", csn, "--seeds", "0"])
+    assert zero.exit_code != 0 and "--seeds" in zero.output
+
+
+
+def test_seeds_with_only_untrained_rows_evaluate_once(cache, train_calls, tiny_bert_dir, csn, fresh_registry):
+    runner = Runner(show_progress=False)
+    table = recipes_table([], [DataSpec(csn, "tiny", csn)], zero_shot=True, systems=["bm25"], runner=runner,
+                          settings={"backbone": "hf-encoder", "model": str(tiny_bert_dir)}, seeds=3)
+    assert train_calls == [] and len(runner.evaluated) == 2
+    assert all("per_seed" not in r for r in table.rows)
+    assert "over 3 seeds (no row here trains)" in table.caption

@@ -25,6 +25,8 @@ Everything expensive is cached under ``cache_dir()``:
   data identity and the protocol settings.
 
 Changing one recipe field therefore re-trains and re-evaluates only the rows it reaches.
+With ``seeds`` > 1 (``--seeds N``) each trained cell runs with its recipes' ``seed`` + 0..N-1,
+a different resolved recipe and so a cached run per seed; untrained cells are evaluated once.
 
 This package imports only the standard library at import time.
 """

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,58 @@ def _progress(i: int, n: int, label: str, data: DataSpec) -> None:
     print(f"[{i}/{n}] {label} on {data.label}", file=sys.stderr)
 
 
+def _measure(runner: Runner, cell: Cell, data: DataSpec, seeds: int) -> list[dict[str, Any]]:
+    """One evaluation per seed for a cell that trains (seed = each recipe's seed + 0..seeds-1),
+    one for a cell that does not: a seed changes nothing in an untrained system's scores."""
+    results = []
+    for offset in range(seeds if cell.trained else 1):
+        if seeds > 1 and cell.trained:
+            print(f"  seed {offset + 1} of {seeds}", file=sys.stderr)
+        system, options = runner.build(dataclasses.replace(cell, seed_offset=offset), data)
+        results.append(runner.evaluate(system, options, data))
+        if seeds > 1 and cell.trained:
+            results[-1] = {**results[-1], "seed": runner.seeds.get(system)}
+    return results
+
+
+def _mean(values: list[float | None]) -> float | None:
+    if len(values) == 1:  # one seed: the value as it was measured
+        return values[0]
+    return None if not values or any(v is None for v in values) else statistics.fmean(values)
+
+
+def _seed_row(row: dict[str, Any], results: list[dict[str, Any]], per_seed: dict[str, list[float | None]]) -> None:
+    """Record every seed's value and the seeds beside a row's means (only for a row trained with 2+ seeds,
+    so a one-seed table is exactly what it was before seeds existed)."""
+    if len(results) > 1:
+        row["seeds"] = [r.get("seed") for r in results]
+        row["per_seed"] = per_seed
+
+
+def _seed_texts(rows: list[dict[str, Any]], seeds: int) -> tuple[str, list[str]]:
+    """(caption sentence, notes) saying how many seeds and which; nothing with one seed."""
+    if seeds <= 1:
+        return "", []
+    used = sorted({tuple(r["seeds"]) for r in rows if r.get("seeds")})
+    which = (", ".join(map(str, used[0])) if len(used) == 1 else "no row here trains" if not used
+             else "they differ by row: see each row's seeds in results.json")
+    caption = f" Trained rows: mean ± sample std (n−1) over {seeds} seeds ({which})."
+    notes = [f"Seeds: every trained row was trained {seeds} times, with the recipe's seed + 0..{seeds - 1} "
+             f"({which}); each cell is the mean over the seeds ± their sample standard deviation (n−1), and "
+             "results.json keeps every seed's value (per_seed). Untrained rows (a backbone as it is, --system "
+             "rows) are evaluated once: a seed changes nothing for them."]
+    return caption, notes
+
+
 # --- recipes mode --------------------------------------------------------------------
 
 
 def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | None = None, zero_shot: bool = False,
                   settings: dict[str, str] | None = None, systems: list[str] = (), runner: Runner | None = None,
-                  backbone: str | None = None) -> BenchTable:
-    """Each recipe trained on each dataset's train split (then ``finetune``), scored on its test split."""
+                  backbone: str | None = None, seeds: int = 1) -> BenchTable:
+    """Each recipe trained on each dataset's train split (then ``finetune``), scored on its test split;
+    with ``seeds`` > 1 every trained row is trained that many times (its seed + 0, 1, ...) and each cell
+    is the mean, every seed's value kept in the row's ``per_seed``."""
     from structret.recipes import resolve_recipe
 
     runner = runner or Runner()
@@ -50,17 +97,16 @@ def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | 
     for data in datas:
         for _, cell in rows:
             runner.check(cell, data)
-    results: dict[tuple[int, str], dict[str, Any]] = {}
+    results: dict[tuple[int, str], list[dict[str, Any]]] = {}
     n, i = len(rows) * len(datas), 0
     for data in datas:
         for r, (label, cell) in enumerate(rows):
             i += 1
             _progress(i, n, label, data)
-            system, options = runner.build(cell, data)
-            results[(r, data.key)] = runner.evaluate(system, options, data)
+            results[(r, data.key)] = _measure(runner, cell, data, seeds)
     columns, notes = [], []
     for data in datas:
-        first = next(results[(r, data.key)] for r in range(len(rows)))
+        first = next(results[(r, data.key)][0] for r in range(len(rows)))
         for metric in first["columns"]:
             columns.append({"key": f"{data.key}|{metric}", "dataset": data.label, "metric": metric,
                             "kind": "measured", "header": f"{data.label}: {metric}"})
@@ -68,19 +114,23 @@ def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | 
                      + ", ".join(f"{v} {k}" for k, v in first["sizes"].items()) + "). " + " ".join(first["notes"]))
     table_rows = []
     for r, (label, _) in enumerate(rows):
-        values = {}
+        values, per_seed = {}, {}
         for data in datas:
-            got = results[(r, data.key)]["row"]
-            for metric in results[(r, data.key)]["columns"]:
-                values[f"{data.key}|{metric}"] = got.get(metric)
+            got = results[(r, data.key)]
+            for metric in got[0]["columns"]:
+                per_seed[f"{data.key}|{metric}"] = [g["row"].get(metric) for g in got]
+                values[f"{data.key}|{metric}"] = _mean(per_seed[f"{data.key}|{metric}"])
         table_rows.append({"label": label, "block": "", "values": values, "paper": {}, "marks": []})
+        _seed_row(table_rows[-1], results[(r, datas[0].key)], per_seed)
     budgets = "; ".join(f"{d.label}: {', '.join(sorted(runner.budgets.get(d.key, ())))}"
                         for d in datas if runner.budgets.get(d.key))
     caption = ("Scores ×100. Each recipe trained on the dataset's train split"
                + (f", then fine-tuned with {finetune}" if finetune else "") + ", evaluated on its test split"
                + (f" (budget — {budgets})" if budgets else "") + "."
                + ("".join(f" {d.label} is an offline stand-in." for d in datas if d.standin)))
-    return BenchTable(title="structret bench", caption=caption, columns=columns, rows=table_rows, notes=notes)
+    seed_caption, seed_notes = _seed_texts(table_rows, seeds)
+    return BenchTable(title="structret bench", caption=caption + seed_caption, columns=columns, rows=table_rows,
+                      notes=notes + seed_notes)
 
 
 # --- suite mode ----------------------------------------------------------------------
@@ -108,8 +158,9 @@ def assign_data(suite: Suite, data: list[str]) -> dict[str, str]:
 
 def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, Any] | None = None,
                 settings: dict[str, str] | None = None, backbone: str | None = None,
-                runner: Runner | None = None, rows: list[str] | None = None) -> BenchTable:
-    """The paper's table: its rows and columns, the paper's numbers beside what is measured here."""
+                runner: Runner | None = None, rows: list[str] | None = None, seeds: int = 1) -> BenchTable:
+    """The paper's table: its rows and columns, the paper's numbers beside what is measured here;
+    ``seeds`` as in ``recipes_table``."""
     from structret.recipes import resolve_recipe
 
     runner = runner or Runner()
@@ -141,7 +192,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     selected = [r for r in suite.rows if rows is None or r.label in rows]
     todo = [(r, d) for d in suite.datasets if specs[d.key] is not None for r in selected
             if not r.paper_only and (r.recipe.get(d.key) or r.finetune.get(d.key) or not (r.recipe or r.finetune))]
-    measured: dict[tuple[int, str], dict[str, Any]] = {}
+    measured: dict[tuple[int, str], list[dict[str, Any]]] = {}
     backbones: dict[str, set[str]] = {}
     cells = []
     for row, d in todo:
@@ -169,8 +220,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     for i, (row, d, cell) in enumerate(cells, 1):
         spec = specs[d.key]
         _progress(i, len(cells), f"{row.label}{f' [{row.block}]' if row.block else ''}", spec)
-        system, options = runner.build(cell, spec)
-        measured[(suite.rows.index(row), d.key)] = runner.evaluate(system, options, spec)
+        measured[(suite.rows.index(row), d.key)] = _measure(runner, cell, spec, seeds)
 
     columns = []
     settings_text = {}
@@ -193,25 +243,32 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     table_rows = []
     marks_used = False
     for row in selected:
-        values, paper, marks = {}, {}, []
+        values, paper, marks, per_seed, seeded = {}, {}, [], {}, []
         for d in suite.datasets:
             got = measured.get((suite.rows.index(row), d.key))
+            if got and len(got) > len(seeded):
+                seeded = got
             for m in d.metrics:
                 if m.label in row.paper.get(d.key, {}):
                     paper[f"{d.key}|{m.label}|paper"] = row.paper[d.key][m.label]
                 if got is None:
                     values[f"{d.key}|{m.label}"] = None
                     continue
-                value = _lookup(got, m.measured)
-                if value is None and m.fallback:
-                    value = _lookup(got, m.fallback)
-                    if value is not None:
-                        marks.append(f"{d.key}|{m.label}")
-                        marks_used = True
-                values[f"{d.key}|{m.label}"] = value
+                each = []
+                for one in got:
+                    value = _lookup(one, m.measured)
+                    if value is None and m.fallback:
+                        value = _lookup(one, m.fallback)
+                        if value is not None and f"{d.key}|{m.label}" not in marks:
+                            marks.append(f"{d.key}|{m.label}")
+                            marks_used = True
+                    each.append(value)
+                per_seed[f"{d.key}|{m.label}"] = each
+                values[f"{d.key}|{m.label}"] = _mean(each)
         table_rows.append({"label": row.label, "block": row.block, "values": values, "paper": paper, "marks": marks,
                            "paper_only": row.paper_only,
                            "system": {"recipe": row.recipe, "finetune": row.finetune, "set": row.set}})
+        _seed_row(table_rows[-1], seeded, per_seed)
     standins = [f"{d.label} → {specs[d.key].label}" for d in suite.datasets if specs[d.key] and specs[d.key].standin]
     scale = "×100" if suite.scale == 100 else "as fractions"
     caption = (f"Scores {scale}. Paper: {suite.paper}, {suite.source}. Measured here: "
@@ -219,12 +276,14 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
                + (f"Offline stand-ins used ({'; '.join(standins)}): the measured columns are not the paper's setting "
                   f"and are not comparable number for number. " if standins else "")
                + "— = no measurement (row not implemented or another paper's system); n/a = not applicable.")
-    notes = list(suite.notes)
+    seed_caption, seed_notes = _seed_texts(table_rows, seeds)
+    caption += seed_caption
+    notes = list(suite.notes) + seed_notes
     notes += [f"{r.label}: {r.paper_only}" for r in selected if r.paper_only]
     if marks_used:
         notes.append("* = the metric's fallback column (see above), because the measured one was n/a on this data.")
     for d in suite.datasets:
-        got = next((v for (ri, k), v in measured.items() if k == d.key), None)
+        got = next((v[0] for (ri, k), v in measured.items() if k == d.key), None)
         if got:
             notes.append(f"{d.label} measured on {got['dataset']}: {got['protocol']} ("
                          + ", ".join(f"{v} {k}" for k, v in got["sizes"].items()) + ").")

@@ -94,6 +94,12 @@ class Cell:
     base: dict[str, Any] = field(default_factory=dict)        # backbone, model, backbone_options of an untrained row
     init: str = ""
     system: str = ""                                          # a retriever/backbone/run dir given as is
+    seed_offset: int = 0                                      # each trained recipe runs with its seed + this
+
+    @property
+    def trained(self) -> bool:
+        """Whether the cell trains anything (only then does a seed change what it measures)."""
+        return bool(self.recipe or self.finetune)
 
 
 class Runner:
@@ -108,6 +114,7 @@ class Runner:
         self.evaluated: list[str] = []
         self.reused_evals: list[str] = []
         self.budgets: dict[str, set[str]] = {}
+        self.seeds: dict[str, int] = {}  # run directory -> the seed it was trained with
 
     # training
 
@@ -125,6 +132,7 @@ class Runner:
 
         run = self.run_dir(recipe)
         recipe = recipe.model_copy(update={"output": str(run)})
+        self.seeds[str(run)] = recipe.seed
         self.budgets.setdefault(data.key, set()).add(
             f"max_steps={recipe.max_steps}" if recipe.max_steps else f"{recipe.epochs} epoch(s)")
         if (run / "final" / "structret.json").is_file():
@@ -188,7 +196,7 @@ class Runner:
             if cell.init and not overrides.get("model"):
                 backbone = overrides.get("backbone") or resolve_recipe(cell.recipe).backbone
                 overrides["model"] = self.init_model(backbone, cell.init, data)
-            pre = resolve_recipe(cell.recipe, {**overrides, **forced})
+            pre = _reseed(resolve_recipe(cell.recipe, {**overrides, **forced}), cell.seed_offset)
             run = self.train(pre, data)
         if cell.finetune:
             overrides = {**cell.overrides, **forced}
@@ -200,7 +208,7 @@ class Runner:
                                   if v is not None})
             else:
                 overrides.update({k: v for k, v in cell.base.items() if v})
-            run = self.train(resolve_recipe(cell.finetune, overrides), data)
+            run = self.train(_reseed(resolve_recipe(cell.finetune, overrides), cell.seed_offset), data)
         if run is not None:
             return str(run), {}
         options = {"model": cell.base.get("model")} if cell.base.get("model") else {}
@@ -249,6 +257,11 @@ class Runner:
         os.replace(tmp, path)
         self.evaluated.append(system)
         return result
+
+
+def _reseed(recipe: Any, offset: int) -> Any:
+    """The recipe with ``seed + offset`` (offset 0: the recipe itself, so its cached run is reused)."""
+    return recipe.model_copy(update={"seed": recipe.seed + offset}) if offset else recipe
 
 
 def _as_options(value: str | dict[str, Any] | None) -> dict[str, Any]:

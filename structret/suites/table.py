@@ -1,11 +1,13 @@
 """``BenchTable``: one bench table (rows = systems, columns = dataset x metric) as
-markdown, JSON and a bar chart (matplotlib, imported only when plotting)."""
+markdown, JSON and a bar chart (matplotlib, imported only when plotting), with mean ± std
+(and error bars) for rows trained with several seeds."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,9 @@ class BenchTable:
     """Rows = systems, columns = dataset x metric (paper and measured side by side in suites).
 
     Measured values are fractions (``values``); paper numbers are kept as printed
-    (``paper``, strings); both are shown at ``scale`` (100: the paper prints x100).
+    (``paper``, strings); both are shown at ``scale`` (100: the paper prints x100). A row
+    trained with several seeds also has ``seeds`` (the seed of each run) and ``per_seed``
+    ({key: [value per seed]}); its ``values`` are the means, printed as ``mean ± std``.
     """
 
     title: str
@@ -34,7 +38,16 @@ class BenchTable:
         value = row.get("values", {}).get(key)
         if value is None:
             return "—" if row.get("paper_only") else "n/a"
-        return f"{value * self.scale:.{self.digits}f}" + ("*" if key in row.get("marks", []) else "")
+        spread = self.std(row, key)
+        return (f"{value * self.scale:.{self.digits}f}" + ("" if spread is None else f" ± {spread:.{self.digits}f}")
+                + ("*" if key in row.get("marks", []) else ""))
+
+    def std(self, row: dict[str, Any], key: str) -> float | None:
+        """The sample standard deviation (n-1) over a row's seeds at ``scale``; None with fewer than 2."""
+        each = row.get("per_seed", {}).get(key) or []
+        if len(each) < 2 or any(v is None for v in each):
+            return None
+        return statistics.stdev(v * self.scale for v in each)
 
     def markdown(self) -> str:
         header = ["system", *(c["header"] for c in self.columns)]
@@ -83,6 +96,12 @@ class BenchTable:
             width = 0.4 if paper else 0.8
             ax.barh([y - (width / 2 if paper else 0) for y in ys], got, height=width, label="measured here",
                     color="tab:blue")
+            # error bars (± sample std over seeds) only on rows trained with several seeds
+            spread = [(y - (width / 2 if paper else 0), g, self.std(r, column["key"]))
+                      for y, g, r in zip(ys, got, self.rows) if self.std(r, column["key"]) is not None]
+            if spread:
+                ax.errorbar([g for _, g, _ in spread], [y for y, _, _ in spread], xerr=[s for _, _, s in spread],
+                            fmt="none", ecolor="black", capsize=3)
             if paper:
                 printed = [_number(r.get("paper", {}).get(paper["key"])) for r in self.rows]
                 ax.barh([y + width / 2 for y in ys], [p or 0.0 for p in printed], height=width, label="paper",
