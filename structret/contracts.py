@@ -389,6 +389,8 @@ OPTIONAL: dict[str, dict[str, str]] = {
     "objective": {
         "lm_warmup_options": "a corruption objective's structret.options.LMWarmupOptions: how many steps the "
                      "trainer trains the LM head alone first (structret.training.warmup)",
+        "contrastive_input": "a corruption objective's 'masked' (default: the contrastive loss embeds the "
+                             "corrupted passage, one forward) or 'unmasked' (a second forward of the clean one)",
     },
     "retriever": {
         "settings": "settings() -> str: what changes its numbers, for a results table's notes",

@@ -47,7 +47,8 @@ def test_a_table_and_a_set_reach_the_plugin_with_every_default_filled(tmp_path):
     file = tmp_path / "r.toml"
     file.write_text('objective = "sda+span-mask"\nbackbone = "codet5-base"\n[span-mask]\nnoise_density = 0.3\n')
     recipe = resolve_recipe(str(file), {"span-mask.mean-span-length": "5", "sda.temperature": "0.5"})
-    assert recipe.plugins["span-mask"] == {"noise_density": 0.3, "mean_span_length": 5.0, **WARMUP}
+    assert recipe.plugins["span-mask"] == {"noise_density": 0.3, "mean_span_length": 5.0, **WARMUP,
+                                           "contrastive_input": "masked"}
     assert recipe.plugins["sda"] == {"similarity": "dot", "temperature": 0.5}
     assert recipe.plugins["codet5-base"]["max_length"] == 256  # the backbone's table, defaults filled in
 
@@ -102,7 +103,8 @@ def test_old_flat_recipes_still_load_with_a_deprecation_warning(tmp_path):
     with pytest.warns(RecipeWarning) as caught:
         recipe = resolve_recipe(str(file))
     assert recipe.plugins["sda"] == {"similarity": "cos", "temperature": 0.05}
-    assert recipe.plugins["mep"] == {"extractor": "tree-sitter", "entity_rate": 1.0, **WARMUP}
+    assert recipe.plugins["mep"] == {"extractor": "tree-sitter", "entity_rate": 1.0, **WARMUP,
+                                     "contrastive_input": "masked"}
     assert recipe.plugins["minilm"]["informed_layers"] == 1
     messages = " ".join(str(w.message) for w in caught)
     assert "write it in the [sda] table" in messages and "[minilm] table" in messages

@@ -602,3 +602,21 @@ def test_a_damaged_checkpoint_stops_resume_with_what_to_do(tmp_path, tiny_bert_d
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(TrainingError, match=r"model.safetensors has 100 bytes .* Delete .*checkpoint-000002"):
         train(recipe, resume=True)
+
+
+def test_mep_contrastive_input_unmasked_embeds_the_clean_passage(tmp_path, tiny_bert_dir, csn_train):
+    """contrastive_input = unmasked (issue 16's variant): the LM loss reads the corrupted passage,
+    sda a second forward of the clean one; GradCache keeps the gradients of the whole batch."""
+    recipe = _recipe(tmp_path, tiny_bert_dir, csn_train, objective="sda+mep", batch_size=8, backbone="minilm",
+                     similarity="cos", temperature=0.05, **{"mep.contrastive_input": "unmasked"})
+    examples, _ = load_examples(csn_train, "train")
+    backbone = create_backbone(recipe)
+    backbone.enable_lm()
+    batch = Batches(examples, recipe, backbone, build_objectives(recipe)).local(0)
+    mask = backbone.tokenizer.mask_token_id
+    assert (batch["corrupted"]["input_ids"] == mask).any() and not (batch["passage"]["input_ids"] == mask).any()
+    assert batch["labels"].shape[0] == batch["passage"]["input_ids"].shape[0] == 8
+    masked = _one_step(resolve_recipe(None, {**recipe.to_dict(), "mep.contrastive_input": "masked"}), examples)
+    unmasked = _one_step(recipe, examples)
+    assert unmasked["logs"]["sda"] != pytest.approx(masked["logs"]["sda"])  # another input to the contrastive loss
+    _assert_same(_one_step(recipe, examples, chunk=8), unmasked, "one chunk, unmasked")

@@ -89,9 +89,10 @@ class EntityMasking(ObjectiveDefaults):
     needs = frozenset(_VARIANTS)  # any one of these capabilities
 
     def __init__(self, extractor: str = "auto", entity_rate: float = 1.0,
-                 lm_warmup_options: LMWarmupOptions | None = None):
+                 lm_warmup_options: LMWarmupOptions | None = None, contrastive_input: str = "masked"):
         if not 0 < entity_rate <= 1:
             raise ObjectiveError(f"mep: entity_rate is the share of entities masked, in (0, 1]; got {entity_rate}")
+        self.contrastive_input = _contrastive_input(self.name, contrastive_input)
         self.extractor = extractor
         self.entity_rate = entity_rate
         # the trainer's LM-head warm-up (structret.training.warmup)
@@ -192,7 +193,8 @@ class SpanMasking(ObjectiveDefaults):
     needs = frozenset(_VARIANTS)
 
     def __init__(self, noise_density: float = 0.15, mean_span_length: float = 3.0,
-                 lm_warmup_options: LMWarmupOptions | None = None):
+                 lm_warmup_options: LMWarmupOptions | None = None, contrastive_input: str = "masked"):
+        self.contrastive_input = _contrastive_input(self.name, contrastive_input)
         if not 0 < noise_density < 1:
             raise ObjectiveError(f"span-mask: noise_density is a fraction in (0, 1), got {noise_density}")
         if not mean_span_length >= 1:
@@ -239,11 +241,22 @@ class SpanMasking(ObjectiveDefaults):
 
 # lm_warmup*: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)
 def mep(extractor: str = "auto", entity_rate: float = 1.0, lm_warmup: int | str = "auto",
-        lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3) -> EntityMasking:
-    return EntityMasking(extractor, entity_rate, LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps, lm_warmup_lr=lm_warmup_lr))
+        lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3, contrastive_input: str = "masked"
+        ) -> EntityMasking:
+    return EntityMasking(extractor, entity_rate, LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps,
+                                                                 lm_warmup_lr=lm_warmup_lr), contrastive_input)
 
 
 def span_mask(noise_density: float = 0.15, mean_span_length: float = 3.0,
-              lm_warmup: int | str = "auto", lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3) -> SpanMasking:
+              lm_warmup: int | str = "auto", lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3,
+              contrastive_input: str = "masked") -> SpanMasking:
     return SpanMasking(noise_density, mean_span_length,
-                       LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps, lm_warmup_lr=lm_warmup_lr))
+                       LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps,
+                                       lm_warmup_lr=lm_warmup_lr), contrastive_input)
+
+
+def _contrastive_input(name: str, value: str) -> str:
+    if value not in ("masked", "unmasked"):
+        raise ObjectiveError(f"{name}: contrastive_input is 'masked' (SANTA's one forward) or 'unmasked' "
+                             f"(a second forward of the clean passage), got {value!r}")
+    return value

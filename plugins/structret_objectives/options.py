@@ -31,6 +31,9 @@ class EntityMasking(LMWarmupOptions):
     entity_rate: float = Field(1.0, gt=0, le=1)
     """Share of a passage's distinct entities that are masked, drawn per passage: 1.0 = all (SANTA's
     paper); SANTA's released code samples a share for languages other than Python."""
+    contrastive_input: Literal["masked", "unmasked"] = "masked"
+    """What a contrastive objective of the same run embeds: masked = the corrupted passage, SANTA's one
+    forward for both losses; unmasked = a second forward of the clean passage, as retrieval encodes it."""
 
     @field_validator("extractor")
     @classmethod
@@ -49,3 +52,6 @@ class SpanMasking(LMWarmupOptions):
     """Fraction of the tokens corrupted (T5's setting)."""
     mean_span_length: float = Field(3.0, gt=0)
     """Mean length of a corrupted span, in tokens (T5's setting)."""
+    contrastive_input: Literal["masked", "unmasked"] = "masked"
+    """What a contrastive objective of the same run embeds: masked = the corrupted passage, SANTA's one
+    forward for both losses; unmasked = a second forward of the clean passage, as retrieval encodes it."""

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
-from structret.contracts import check_corrupted
+from structret.contracts import check_corrupted, optional
 from structret.errors import TrainingError
 from structret.recipes import Recipe
 from structret.training.examples import Example
@@ -82,7 +82,12 @@ class Batches:
             )
             check_corrupted(self.corruption, corrupted, len(passages))
             batch["labels"] = corrupted.pop("labels")
-            batch["passage"] = corrupted
+            if self.contrastive and optional("objective", self.corruption, "contrastive_input", "masked") == "unmasked":
+                # the LM loss reads the corrupted passage, the contrastive loss the clean one
+                batch["corrupted"] = corrupted
+                batch["passage"] = _tokenize(self.backbone, passages, "document", recipe.passage_max_len)
+            else:
+                batch["passage"] = corrupted
         targets = {o.name: t for o in self.auxiliary if (t := o.targets(records)) is not None}
         if targets:
             batch["targets"] = targets

@@ -111,7 +111,7 @@ def split(batch: dict[str, Any], size: int) -> list[dict[str, Any]]:
     if "passage" in batch:
         for start in range(0, _count(batch["passage"]), size):
             chunks.append({k: _rows(batch[k], start, start + size, k)
-                           for k in ("passage", "labels", "targets") if k in batch})
+                           for k in ("passage", "corrupted", "labels", "targets") if k in batch})
     if "query" in batch:
         for start in range(0, _count(batch["query"]), size):
             chunks.append({"query": _rows(batch["query"], start, start + size, "query")})

@@ -40,11 +40,16 @@ class TrainStep(nn.Module):
         for the corruption and auxiliary objectives; each side only if the batch has it."""
         queries = passages = None
         parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        if "passage" in batch:
+        if "corrupted" in batch:  # contrastive_input = unmasked: the LM loss from its own forward first
+            _, lm_loss = self.backbone.train_forward(batch["corrupted"], batch["labels"])
+            parts[self.corruption[0].name] = (lm_loss, _count(batch))
+            passages = self.backbone.embed(batch["passage"], kind="document")  # last: auxiliaries read it
+        elif "passage" in batch:
             labels = batch.get("labels")
             passages, lm_loss = self.backbone.train_forward(batch["passage"], labels)  # the one passage forward
             if self.corruption is not None:
                 parts[self.corruption[0].name] = (lm_loss, _count(batch))
+        if "passage" in batch:
             for objective, _ in self.auxiliary:
                 targets = batch.get("targets", {}).get(objective.name)
                 parts[objective.name] = check_auxiliary_loss(
@@ -75,7 +80,7 @@ class TrainStep(nn.Module):
         """LM-head warm-up (structret.training.warmup): the corruption loss alone, unweighted."""
         objective, _ = self.corruption
         _, size = world()
-        _, lm_loss = self.backbone.train_forward(batch["passage"], batch["labels"])
+        _, lm_loss = self.backbone.train_forward(batch.get("corrupted", batch["passage"]), batch["labels"])
         count = _count(batch)
         # as in _shares; a mean of nothing is nan, and the frozen encoder leaves no other graph
         share = (lm_loss * (count / all_sum(count).clamp(min=1)) if count > 0
@@ -118,7 +123,7 @@ def _count(batch: dict[str, Any]) -> torch.Tensor:
     label_weights the objective normalised its loss itself (per view, per process), so
     processes count one each and the global loss is their mean."""
     labels = batch["labels"]
-    return labels.new_ones(()) if "label_weights" in batch["passage"] else (labels != -100).sum()
+    return labels.new_ones(()) if "label_weights" in batch.get("corrupted", batch["passage"]) else (labels != -100).sum()
 
 
 def forward_backward(module: nn.Module, batch: dict[str, Any], accelerator: Any, grad_cache_chunk: int = 0
