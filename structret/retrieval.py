@@ -9,6 +9,9 @@ from structret.errors import PluginError
 from structret.registry import get_registry
 
 
+_UNSET = object()
+
+
 class DenseRetriever:
     """A backbone used as a retriever: documents encoded once, scores are inner products."""
 
@@ -40,8 +43,9 @@ class DenseRetriever:
             parts.append(f"{b.pooling} pooling")
         if optional("backbone", b, "normalize") is not None:
             parts.append("unit vectors" if b.normalize else "raw vectors")
-        if hasattr(b, "dtype"):  # None is a value: fp32
-            parts.append(f"{optional('backbone', b, 'dtype') or 'fp32'} encoding")
+        dtype = optional("backbone", b, "dtype", _UNSET)
+        if dtype is not _UNSET:  # None is a value: fp32
+            parts.append(f"{dtype or 'fp32'} encoding")
         if self.text_format is not None and self.text_format.name:
             parts.append(f"text format {self.text_format.name}")
         return ", ".join(parts)

@@ -16,7 +16,7 @@ the datasets plugin, whose readers declare the tasks:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from structret.contracts import EvaluationProtocol  # noqa: F401  (re-exported: the contract)
 from structret.evaluation.metrics import EvaluationError, csn_mrr, evaluate_run, full_pool_ranks, gain_levels, mrr, rerank_run

@@ -13,7 +13,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm.auto import tqdm
 
 from structret.artifacts import verify_checksums
@@ -36,15 +35,8 @@ from structret.training.checkpoints import (
 from structret.training.distributed import make_accelerator
 from structret.training.examples import load_examples
 from structret.training.objectives import build_objectives, with_role
-from structret.training.step import TrainStep, forward_backward
+from structret.training.step import TrainStep, forward_backward, parameter_groups
 from structret.training import warmup as lm_warmup
-
-
-def _parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    # biases and norm scales are not decayed (the Hugging Face Trainer convention)
-    decay = [p for p in module.parameters() if p.requires_grad and p.ndim >= 2]
-    rest = [p for p in module.parameters() if p.requires_grad and p.ndim < 2]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
 def _to(batch: Any, device: torch.device) -> Any:
@@ -151,7 +143,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     own = batches.total_steps  # the run's own steps; LM-head warm-up steps come before them
 
     step_module = TrainStep(backbone, objectives)
-    optimizer = torch.optim.AdamW(_parameter_groups(step_module, recipe.weight_decay), lr=recipe.lr)
+    optimizer = torch.optim.AdamW(parameter_groups(step_module.parameters(), recipe.weight_decay), lr=recipe.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(recipe.warmup * own), own)
     warm, why = lm_warmup.prepare(objectives, backbone, step_module, recipe.weight_decay,
                                   saved_warmup_steps(checkpoint) if checkpoint is not None else None)

@@ -80,7 +80,7 @@ class TrainStep(nn.Module):
         """LM-head warm-up (structret.training.warmup): the corruption loss alone, unweighted."""
         objective, _ = self.corruption
         _, size = world()
-        _, lm_loss = self.backbone.train_forward(batch.get("corrupted", batch["passage"]), batch["labels"])
+        _, lm_loss = self.backbone.train_forward(_lm_batch(batch), batch["labels"])
         count = _count(batch)
         # as in _shares; a mean of nothing is nan, and the frozen encoder leaves no other graph
         share = (lm_loss * (count / all_sum(count).clamp(min=1)) if count > 0
@@ -118,12 +118,26 @@ class TrainStep(nn.Module):
         return total, logs
 
 
+def parameter_groups(parameters: Any, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups of the trainable ``parameters``: biases and norm scales are not decayed
+    (the Hugging Face Trainer convention)."""
+    trained = [p for p in parameters if p.requires_grad]
+    return [{"params": [p for p in trained if p.ndim >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in trained if p.ndim < 2], "weight_decay": 0.0}]
+
+
+def _lm_batch(batch: dict[str, Any]) -> dict[str, Any]:
+    """The passage batch the LM loss reads: the corrupted one, apart when the contrastive loss
+    reads the clean passage (contrastive_input = unmasked)."""
+    return batch.get("corrupted", batch["passage"])
+
+
 def _count(batch: dict[str, Any]) -> torch.Tensor:
     """How many label tokens this process's corruption loss is a mean over. With
     label_weights the objective normalised its loss itself (per view, per process), so
     processes count one each and the global loss is their mean."""
     labels = batch["labels"]
-    return labels.new_ones(()) if "label_weights" in batch.get("corrupted", batch["passage"]) else (labels != -100).sum()
+    return labels.new_ones(()) if "label_weights" in _lm_batch(batch) else (labels != -100).sum()
 
 
 def forward_backward(module: nn.Module, batch: dict[str, Any], accelerator: Any, grad_cache_chunk: int = 0

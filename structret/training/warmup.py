@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 from structret.contracts import optional
 from structret.errors import TrainingError
 from structret.training.objectives import with_role
+from structret.training.step import parameter_groups
 
 
 @dataclass
@@ -139,7 +140,5 @@ def prepare(objectives: Sequence[tuple[Any, float]], backbone: Any, step_module:
     ids = {id(p) for p in head}
     frozen = [p for p in step_module.parameters() if p.requires_grad and id(p) not in ids]
     lr = options.lm_warmup_lr
-    # biases and norm scales are not decayed, as in the run's own optimizer
-    groups = [{"params": [p for p in head if p.ndim >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in head if p.ndim < 2], "weight_decay": 0.0}]
-    return LMWarmup(steps, objective.name, lr, head, frozen, torch.optim.AdamW(groups, lr=lr)), why
+    optimizer = torch.optim.AdamW(parameter_groups(head, weight_decay), lr=lr)  # grouped as the run's own
+    return LMWarmup(steps, objective.name, lr, head, frozen, optimizer), why
