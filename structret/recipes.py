@@ -101,6 +101,11 @@ class Recipe(BaseModel):
     """Tokens per document in training batches (encoding a corpus uses the backbone's max_length)."""
     label_max_len: int = Field(35, gt=0)
     """Target tokens of a seq2seq corruption objective's labels."""
+    loss_balance: Literal["none", "initial"] = "none"
+    """How objectives' losses meet before their weights apply: none = summed as they are (SANTA's
+    Eq. 4); initial = each divided by its own value at the first joint step (after any LM-head
+    warm-up), so the weights share out the losses' starting sizes and an untrained head's loss of
+    about 8 does not outweigh a contrastive loss of about 0.5."""
     negatives: int = Field(0, ge=0)
     """Hard negatives per query (on data that carries them)."""
     checkpoint_every: int = Field(500, ge=0)

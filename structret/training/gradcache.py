@@ -146,7 +146,7 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
         loss = objective.loss(gather(cached["query"]), gather(cached["passage"]))
         check_contrastive_loss(objective, loss)
         # the same world factor as TrainStep.forward: DDP averages the gradients over processes
-        (weight * world()[1] * loss).backward()
+        (weight / train_step.scale(objective.name) * world()[1] * loss).backward()
         logs[objective.name] = loss.detach()
         grads = {side: iter(cached[side].grad.split([len(v) for s, v in vectors if s == side]))
                  for side in cached}
@@ -163,5 +163,5 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
             shares[name] = shares.get(name, 0.0) + share
     for name in sorted(shares):  # collective: the same order on every process
         logs[name] = all_sum(shares[name])
-    logs["loss"] = sum(w * logs[o.name] for o, w in train_step.objectives)
+    logs["loss"] = sum(w / train_step.scale(o.name) * logs[o.name] for o, w in train_step.objectives)
     return logs

@@ -142,7 +142,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     batches = Batches(examples, recipe, backbone, objectives)
     own = batches.total_steps  # the run's own steps; LM-head warm-up steps come before them
 
-    step_module = TrainStep(backbone, objectives)
+    step_module = TrainStep(backbone, objectives, recipe.loss_balance)
     optimizer = torch.optim.AdamW(parameter_groups(step_module.parameters(), recipe.weight_decay), lr=recipe.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(recipe.warmup * own), own)
     warm, why = lm_warmup.prepare(objectives, backbone, step_module, recipe.weight_decay,
@@ -187,6 +187,7 @@ def train(recipe: Recipe, *, resume: bool = False,
             logs = warm.step(module, batch, accelerator, recipe.max_grad_norm)
         else:
             logs = forward_backward(module, batch, accelerator, recipe.grad_cache_chunk)
+            step_module.note_losses(logs)
             if recipe.max_grad_norm:
                 accelerator.clip_grad_norm_(module.parameters(), recipe.max_grad_norm)
             optimizer.step()

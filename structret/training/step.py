@@ -23,7 +23,7 @@ class TrainStep(nn.Module):
     counts, ``mode="replay"`` a loss whose gradient is the chunk's part of the step's.
     """
 
-    def __init__(self, backbone: Any, objectives: Sequence[tuple[Any, float]]):
+    def __init__(self, backbone: Any, objectives: Sequence[tuple[Any, float]], loss_balance: str = "none"):
         super().__init__()
         self.backbone = backbone
         self.net = backbone.training_module  # registers every trainable parameter
@@ -34,6 +34,19 @@ class TrainStep(nn.Module):
         # objectives' own trainable parts (classification heads): trained, synced and
         # checkpointed with the backbone, but not part of the saved model
         self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives if isinstance(o.module, nn.Module)})
+        if loss_balance == "initial":  # kept with the heads, so a resumed run divides by the same values
+            self.heads[BALANCE] = LossScales([o.name for o, _ in objectives])
+        elif loss_balance != "none":
+            raise ValueError(f"loss_balance {loss_balance!r}: use 'none' or 'initial'")
+
+    def scale(self, name: str) -> torch.Tensor | float:
+        """What ``name``'s loss is divided by before its weight applies (1 without loss_balance)."""
+        return self.heads[BALANCE].of(name) if BALANCE in self.heads else 1.0
+
+    def note_losses(self, logs: dict[str, torch.Tensor]) -> None:
+        """After a joint step: with loss_balance = initial, the first step's losses become the scales."""
+        if BALANCE in self.heads:
+            self.heads[BALANCE].note(logs)
 
     def _encode(self, batch: dict[str, Any]) -> tuple[Any, Any, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
         """``(query vectors, passage vectors, {objective: (this process's mean loss, count)})``
@@ -73,7 +86,7 @@ class TrainStep(nn.Module):
             # a mean of nothing is nan; the anchor keeps the graph (and DDP's view of it) whole
             share = loss * (count / totals[objective.name].clamp(min=1)) if count > 0 else anchor.sum() * 0.0
             shares[objective.name] = share.detach()
-            total = total + weight * size * share  # DDP averages gradients over processes
+            total = total + weight / self.scale(objective.name) * size * share  # DDP averages over processes
         return total, shares
 
     def _lm_warmup(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -113,9 +126,36 @@ class TrainStep(nn.Module):
             loss = objective.loss(gather(queries), gather(passages))
             check_contrastive_loss(objective, loss)
             logs[objective.name] = loss.detach()
-            total = total + weight * size * loss  # DDP averages gradients over processes
-        logs["loss"] = sum(w * logs[o.name] for o, w in self.objectives)
+            total = total + weight / self.scale(objective.name) * size * loss  # DDP averages over processes
+        logs["loss"] = sum(w / self.scale(o.name) * logs[o.name] for o, w in self.objectives)
         return total, logs
+
+
+BALANCE = "_loss_balance"  # its key among the heads; objective names are plugin names, never "_..."
+
+
+class LossScales(nn.Module):
+    """loss_balance = initial: each objective's loss at the first joint step (buffers, so they are
+    checkpointed with the heads; set from the global logged values, so equal on every process)."""
+
+    def __init__(self, names: Sequence[str]):
+        super().__init__()
+        self.names = list(names)
+        self.register_buffer("scales", torch.ones(len(self.names)))
+        self.register_buffer("known", torch.zeros((), dtype=torch.bool))
+
+    def of(self, name: str) -> torch.Tensor:
+        return self.scales[self.names.index(name)]
+
+    def note(self, logs: dict[str, torch.Tensor]) -> None:
+        if bool(self.known):
+            return
+        with torch.no_grad():
+            for i, name in enumerate(self.names):
+                value = float(logs[name])
+                # a loss that starts at 0 (or nan) stays unscaled rather than dividing by it
+                self.scales[i] = value if value > 1e-6 and value == value else 1.0
+            self.known.fill_(True)
 
 
 def parameter_groups(parameters: Any, weight_decay: float) -> list[dict[str, Any]]:
