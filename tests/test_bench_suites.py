@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from structret import training
 from structret.cli import cli
-from structret.recipes import list_recipes, resolve_recipe
+from structret.recipes import check_plugins, list_recipes, resolve_recipe
 from structret.suites import BenchTable, Runner, list_suites, load_suite, recipes_table, suite_table, DataSpec
 
 PAPERS = Path("/work/shared/papers")
@@ -136,12 +136,15 @@ def test_suites_parse_and_every_row_recipe_exists():
         suite = load_suite(name)
         assert suite.rows and suite.datasets and suite.source
         for row in suite.rows:
-            assert row.paper, f"{name}: {row.label} has no paper numbers"
+            assert row.paper or row.variants, f"{name}: {row.label} has no paper numbers"
             names = list(row.recipe.values()) + list(row.finetune.values())
             assert row.paper_only or names or row.block, f"{name}: {row.label} runs nothing"
             for recipe in names:
                 assert recipe in shipped, f"{name}: {row.label} names unknown recipe {recipe}"
                 resolve_recipe(recipe, {k: v for d in row.set.values() for k, v in d.items()})
+                for variant in row.variants:  # each variant's settings are real fields and options
+                    check_plugins(resolve_recipe(recipe, {**{k: v for d in row.set.values() for k, v in d.items()},
+                                                          **variant.set}))
             for key, numbers in row.paper.items():
                 for text in numbers.values():
                     float(text)

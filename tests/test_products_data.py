@@ -457,17 +457,21 @@ def test_debian_split_is_stable_and_tests_against_the_whole_catalog(monkeypatch)
 
     monkeypatch.setattr(debian, "TEST_EVERY", 3)  # 14 packages at 1 in 10 could leave no test query
     everything, train, test = read_fixture(), read_fixture(split="train"), read_fixture(split="test")
+    valid = read_fixture(split="valid")
     names = sorted(everything.corpus)
     expected_test = sorted(n for n in names if int(hashlib.sha1(n.encode()).hexdigest()[:16], 16) % 3 == 0)
-    assert 0 < len(expected_test) < len(names)
-    assert sorted(test.queries) == expected_test
-    assert sorted(test.corpus) == names  # test queries rank the whole catalog
-    assert test.pairs is None and test.metrics == ["R@100", "R@500", "nDCG@50", "MRR@100"]
-    assert set(train.corpus) == set(names) - set(expected_test)
-    assert [q for q, _ in train.pairs] == [q for q, _ in everything.pairs if q not in expected_test]
+    expected_valid = sorted(n for n in names if int(hashlib.sha1(n.encode()).hexdigest()[:16], 16) % 3 == 1)
+    assert 0 < len(expected_test) < len(names) and 0 < len(expected_valid) < len(names)
+    assert sorted(test.queries) == expected_test and sorted(valid.queries) == expected_valid
+    assert sorted(test.corpus) == sorted(valid.corpus) == names  # both rank the whole catalog (of the half read)
+    assert test.pairs is None and test.metrics == valid.metrics == ["R@100", "R@500", "nDCG@50", "MRR@100"]
+    assert set(train.corpus) == set(names) - set(expected_test) - set(expected_valid)
+    held = set(expected_test) | set(expected_valid)
+    assert [q for q, _ in train.pairs] == [q for q, _ in everything.pairs if q not in held]
     # rows read = used + skipped, in every split
-    assert train.stats.read == everything.stats.read == test.stats.read
+    assert train.stats.read == everything.stats.read == test.stats.read == valid.stats.read
     assert train.stats.skipped["test-split package"] == len(expected_test)
+    assert train.stats.skipped["valid-split package"] == len(expected_valid)
 
 
 def test_debian_keeps_training_tuning_and_selection_off_the_reserved_half(monkeypatch):
@@ -486,6 +490,8 @@ def test_debian_keeps_training_tuning_and_selection_off_the_reserved_half(monkey
         assert not reserved & (set(ds.corpus) | set(ds.queries) | {d for _, d in ds.pairs})
     assert everything.stats.skipped["package of the reserved half"] == len(reserved)
     assert not reserved & set(test.queries) and reserved <= set(test.corpus)  # ranked against, never asked
+    valid = read_fixture(half="open", split="valid")  # selection: not even ranked against
+    assert valid.queries and not reserved & (set(valid.queries) | set(valid.corpus))
     held_out = read_fixture(half="reserved", split="test")
     assert set(held_out.queries) <= reserved and set(held_out.queries).isdisjoint(test.queries)
     with pytest.raises(DataError, match="half=reserved is kept for evaluation"):

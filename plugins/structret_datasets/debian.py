@@ -68,10 +68,13 @@ What is counted (ReadStats; one row = one stanza of a Packages file)
   update (curl, openssl, ...). With ``limit``, reading stops once that many are used.
 
 Splits. The index has none, so structret makes a stable one from the package name
-(``sha1(name)``: one package in ten is a test query; the same on every machine and for
-every version of the index). ``test``: the test packages' synopses as queries against
-the WHOLE catalog (ATTEMPT's protocol: recall@100, recall@500, NDCG@50, MRR@100 over all
-items). ``train``: the other packages, each a (synopsis, package) pair for training.
+(``sha1(name)``: one package in ten is a test query, another one in ten a validation
+query; the same on every machine and for every version of the index). ``test``: the test
+packages' synopses as queries against the WHOLE catalog (ATTEMPT's protocol: recall@100,
+recall@500, NDCG@50, MRR@100 over all items). ``valid``: the same protocol for the
+validation packages, ranked against the half read only (model selection must not see the
+reserved half, not even as distractors). ``train``: the other packages, each a (synopsis,
+package) pair for training.
 ``all`` (the default): every package, every pair -- for pretraining on the catalog's
 text, or a code-search style full-pool evaluation.
 
@@ -402,6 +405,13 @@ def is_test(name: str) -> bool:
     return int.from_bytes(hashlib.sha1(name.encode("utf-8")).digest()[:8], "big") % TEST_EVERY == 0
 
 
+def is_valid(name: str) -> bool:
+    """The validation packages: as many as the test ones, disjoint from them."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha1(name.encode("utf-8")).digest()[:8], "big") % TEST_EVERY == 1
+
+
 def is_reserved(name: str) -> bool:
     """The half kept for evaluation: sha1(name) in hex starts with 0-7."""
     import hashlib
@@ -411,9 +421,9 @@ def is_reserved(name: str) -> bool:
 
 def read(path: str, *, split: str | None = None, translations: str | None = None, limit: int | None = None,
          max_field_chars: int = MAX_FIELD_CHARS, half: str = "open") -> Dataset:
-    """The catalog, one ``split`` of it (all, test or train), from one ``half`` (open, reserved,
-    both; see the module docs). Options: structret_datasets.options.DebianPackages."""
-    split = check_choice(READER, "split", split or "all", ("all", "test", "train"))
+    """The catalog, one ``split`` of it (all, train, valid or test), from one ``half`` (open,
+    reserved, both; see the module docs). Options: structret_datasets.options.DebianPackages."""
+    split = check_choice(READER, "split", split or "all", ("all", "test", "train", "valid"))
     half = check_choice(READER, "half", half, ("open", "reserved", "both"))
     if half == "reserved" and split != "test":
         raise DataError(f"{READER}: half=reserved is kept for evaluation, so only split=test reads it; train, "
@@ -432,6 +442,11 @@ def read(path: str, *, split: str | None = None, translations: str | None = None
     if split == "all":
         return Dataset(name=READER, corpus=corpus, queries=queries, qrels={n: {n: 1} for n in corpus},
                        stats=stats, pairs=pairs, task=CODE_SEARCH)
+    if split == "valid":  # against the half read only (above): selection never sees the reserved half
+        asked = {n for n in corpus if is_valid(n) and n in queries}
+        return Dataset(name=READER, corpus=corpus, queries={n: queries[n] for n in corpus if n in asked},
+                       qrels={n: {n: 1} for n in corpus if n in asked}, stats=stats, metrics=METRICS,
+                       task=QRELS_RANKING)
     test = {name for name in corpus if is_test(name)}
     if split == "test":
         # every package stays in the corpus (all used): the test queries (of the half read) rank
@@ -440,10 +455,12 @@ def read(path: str, *, split: str | None = None, translations: str | None = None
         return Dataset(name=READER, corpus=corpus, queries={n: queries[n] for n in corpus if n in asked},
                        qrels={n: {n: 1} for n in corpus if n in asked}, stats=stats, metrics=METRICS,
                        task=QRELS_RANKING)
-    if test:
-        stats.leave_out("test-split package", len(test))
-    stats.used -= len(test)
-    kept = {n: r for n, r in corpus.items() if n not in test}
+    valid = {name for name in corpus if is_valid(name)}
+    for reason, names in (("test-split package", test), ("valid-split package", valid)):
+        if names:
+            stats.leave_out(reason, len(names))
+        stats.used -= len(names)
+    kept = {n: r for n, r in corpus.items() if n not in test and n not in valid}
     return Dataset(name=READER, corpus=kept, queries={n: queries[n] for n in kept},
                    qrels={n: {n: 1} for n in kept}, stats=stats, pairs=[(q, d) for q, d in pairs if q in kept],
                    task=CODE_SEARCH)

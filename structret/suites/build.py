@@ -20,15 +20,17 @@ def _progress(i: int, n: int, label: str, data: DataSpec) -> None:
     print(f"[{i}/{n}] {label} on {data.label}", file=sys.stderr)
 
 
-def _measure(runner: Runner, cell: Cell, data: DataSpec, seeds: int) -> list[dict[str, Any]]:
+def _measure(runner: Runner, cell: Cell, data: DataSpec, seeds: int, split: str | None = None
+             ) -> list[dict[str, Any]]:
     """One evaluation per seed for a cell that trains (seed = each recipe's seed + 0..seeds-1),
-    one for a cell that does not: a seed changes nothing in an untrained system's scores."""
+    one for a cell that does not: a seed changes nothing in an untrained system's scores.
+    ``split``: the data's test split unless another is named (its validation split)."""
     results = []
     for offset in range(seeds if cell.trained else 1):
         if seeds > 1 and cell.trained:
             print(f"  seed {offset + 1} of {seeds}", file=sys.stderr)
         system, options = runner.build(dataclasses.replace(cell, seed_offset=offset), data)
-        results.append(runner.evaluate(system, options, data))
+        results.append(runner.evaluate(system, options, data, split))
         if seeds > 1 and cell.trained:
             results[-1] = {**results[-1], "seed": runner.seeds.get(system)}
     return results
@@ -170,12 +172,14 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     unavailable: dict[str, str] = {}
     for d in suite.datasets:
         if d.key in given:
-            specs[d.key] = DataSpec(d.key, d.label, given[d.key], dict(data_options or {}))
+            specs[d.key] = DataSpec(d.key, d.label, given[d.key], dict(data_options or {}),
+                                    valid_split=d.valid_split)
         elif d.standin_data:
             options = {**d.standin_options, **(data_options or {})}
             label = (d.standin_label or d.standin_data) + (
                 f" ({', '.join(f'{k}={v}' for k, v in options.items())})" if options else "")
-            specs[d.key] = DataSpec(d.key, label, resolve_spec(d.standin_data), options, standin=True)
+            specs[d.key] = DataSpec(d.key, label, resolve_spec(d.standin_data), options, standin=True,
+                                    valid_split=d.valid_split)
         else:
             specs[d.key] = None
             unavailable[d.key] = d.unavailable or "no data given and no offline stand-in"
@@ -215,12 +219,22 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
         init = row.init if final_backbone == (resolve_recipe(recipe_name).backbone if recipe_name else None) else ""
         cell = Cell(recipe=recipe_name, finetune=row.finetune.get(d.key, ""), overrides=overrides, base=base,
                     init=init)
-        runner.check(cell, spec)
-        cells.append((row, d, cell))
-    for i, (row, d, cell) in enumerate(cells, 1):
+        variants = [(v.label, dataclasses.replace(cell, overrides={**overrides, **v.set})) for v in row.variants]
+        for _, one in variants or [("", cell)]:
+            runner.check(one, spec)
+        cells.append((row, d, cell, variants))
+    validated: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    chosen: dict[tuple[int, str], dict[str, Any]] = {}
+    for i, (row, d, cell, variants) in enumerate(cells, 1):
         spec = specs[d.key]
+        at = (suite.rows.index(row), d.key)
         _progress(i, len(cells), f"{row.label}{f' [{row.block}]' if row.block else ''}", spec)
-        measured[(suite.rows.index(row), d.key)] = _measure(runner, cell, spec, seeds)
+        if variants and spec.valid_split:
+            label, cell, validated[at], chosen[at] = _choose(runner, variants, d, spec, seeds)
+            print(f"  chosen on {spec.valid_split}: {label}", file=sys.stderr)
+        elif spec.valid_split:
+            validated[at] = _measure(runner, cell, spec, seeds, spec.valid_split)
+        measured[at] = _measure(runner, cell, spec, seeds)  # the test split: scored once, after any choice
 
     columns = []
     settings_text = {}
@@ -240,6 +254,10 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
             columns.append({"key": f"{d.key}|{m.label}", "dataset": d.label, "metric": m.label, "kind": "measured",
                             "header": f"{d.label} {m.label} — measured here "
                                       f"({setting if spec is not None else 'cannot run, see below'})"})
+        if spec is not None and spec.valid_split:
+            m = _selection_metric(d)
+            columns.append({"key": f"{d.key}|{m.label}|valid", "dataset": d.label, "metric": m.label,
+                            "kind": "valid", "header": f"{d.label} {m.label} — {spec.valid_split} split (selection)"})
     table_rows = []
     marks_used = False
     for row in selected:
@@ -265,9 +283,20 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
                     each.append(value)
                 per_seed[f"{d.key}|{m.label}"] = each
                 values[f"{d.key}|{m.label}"] = _mean(each)
-        table_rows.append({"label": row.label, "block": row.block, "values": values, "paper": paper, "marks": marks,
+            at = (suite.rows.index(row), d.key)
+            if at in validated:
+                m = _selection_metric(d)
+                per_seed[f"{d.key}|{m.label}|valid"] = each = [_lookup(one, m.measured) for one in validated[at]]
+                values[f"{d.key}|{m.label}|valid"] = _mean(each)
+        label = row.label
+        picks = {d.key: chosen[(suite.rows.index(row), d.key)] for d in suite.datasets
+                 if (suite.rows.index(row), d.key) in chosen}
+        if picks:
+            label += ": " + " / ".join(dict.fromkeys(p["label"] for p in picks.values()))
+        table_rows.append({"label": label, "block": row.block, "values": values, "paper": paper, "marks": marks,
                            "paper_only": row.paper_only,
-                           "system": {"recipe": row.recipe, "finetune": row.finetune, "set": row.set}})
+                           "system": {"recipe": row.recipe, "finetune": row.finetune, "set": row.set},
+                           **({"chosen": picks} if picks else {})})
         _seed_row(table_rows[-1], seeded, per_seed)
     standins = [f"{d.label} → {specs[d.key].label}" for d in suite.datasets if specs[d.key] and specs[d.key].standin]
     scale = "×100" if suite.scale == 100 else "as fractions"
@@ -282,6 +311,14 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     notes += [f"{r.label}: {r.paper_only}" for r in selected if r.paper_only]
     if marks_used:
         notes.append("* = the metric's fallback column (see above), because the measured one was n/a on this data.")
+    if validated:
+        notes.append("Selection: every row is also scored on the validation split; a row with variants is the "
+                     "variant with the best validation mean, and only that variant is scored on the test split.")
+    for row in table_rows:
+        for key, pick in row.get("chosen", {}).items():
+            notes.append(f"{row['label']} ({key}), validation {pick['metric']} of every variant: "
+                         + "; ".join(f"{v['label']} {_spread(v['values'], suite.scale, suite.digits)}"
+                                     for v in pick["variants"]) + f" → chosen: {pick['label']}.")
     for d in suite.datasets:
         got = next((v[0] for (ri, k), v in measured.items() if k == d.key), None)
         if got:
@@ -289,6 +326,36 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
                          + ", ".join(f"{v} {k}" for k, v in got["sizes"].items()) + ").")
     return BenchTable(title=suite.title, caption=caption, columns=columns, rows=table_rows, notes=notes,
                       scale=suite.scale, digits=suite.digits)
+
+
+def _selection_metric(d: SuiteDataset) -> Any:
+    return next((m for m in d.metrics if m.label == d.select_on), d.metrics[0])
+
+
+def _choose(runner: Runner, variants: list[tuple[str, Cell]], d: SuiteDataset, spec: DataSpec, seeds: int
+            ) -> tuple[str, Cell, list[dict[str, Any]], dict[str, Any]]:
+    """The variant with the best mean validation score (its label, cell and validation results),
+    and what the choice was made from, for the table's notes and results.json."""
+    metric = _selection_metric(d)
+    scored = []
+    for label, cell in variants:
+        print(f"  variant {label} [{spec.valid_split}]", file=sys.stderr)
+        results = _measure(runner, cell, spec, seeds, spec.valid_split)
+        values = [_lookup(r, metric.measured) for r in results]
+        if any(v is None for v in values):
+            raise SuiteError(f"variant {label!r}: the validation split gives no {metric.measured!r} to choose by")
+        scored.append((statistics.fmean(values), label, cell, results, values))
+    best = max(scored, key=lambda x: x[0])  # ties: the first listed
+    record = {"label": best[1], "metric": metric.label, "split": spec.valid_split,
+              "variants": [{"label": label, "values": values} for _, label, _, _, values in scored]}
+    return best[1], best[2], best[3], record
+
+
+def _spread(values: list[float], scale: float, digits: int) -> str:
+    mean = statistics.fmean(values) * scale
+    if len(values) < 2:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(v * scale for v in values):.{digits}f}"
 
 
 def _lookup(result: dict[str, Any], column: str) -> float | None:

@@ -38,6 +38,14 @@ class SuiteDataset:
     standin_label: str = ""
     standin_set: dict[str, Any] = field(default_factory=dict)
     unavailable: str = ""            # why it cannot run without --data
+    valid_split: str = ""            # the split every row is also scored on and variants are chosen on
+    select_on: str = ""              # the metric label variants are chosen by (default: the first)
+
+
+@dataclass
+class SuiteVariant:
+    label: str
+    set: dict[str, Any] = field(default_factory=dict)          # recipe overrides on top of the row's
 
 
 @dataclass
@@ -49,6 +57,7 @@ class SuiteRow:
     set: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset key -> recipe overrides
     init: str = ""                   # fresh-model options (backbones trained from scratch)
     paper_only: str = ""             # why this row has no measurement
+    variants: list[SuiteVariant] = field(default_factory=list)  # chosen on the validation split
     paper: dict[str, dict[str, str]] = field(default_factory=dict)  # dataset key -> column -> number as printed
 
 
@@ -119,11 +128,21 @@ def load_suite(name_or_path: str) -> Suite:
             r["finetune"] = _per_dataset(r.get("finetune"), keys, at)
             r["set"] = _per_dataset(r.get("set"), keys, at)
             _per_dataset(r.get("paper"), keys, at)
+            r["variants"] = [SuiteVariant(**v) for v in r.get("variants", [])]
+            if len({v.label for v in r["variants"]}) < len(r["variants"]):
+                raise SuiteError(f"{at}: two variants share a label")
             rows.append(SuiteRow(**r))
         suite = Suite(datasets=datasets, rows=rows, **data)
     except (KeyError, TypeError) as exc:
         raise SuiteError(f"{where}: {exc}") from None
+    for d in suite.datasets:
+        if d.select_on and d.select_on not in {m.label for m in d.metrics}:
+            raise SuiteError(f"{where}, dataset {d.key}: select_on = {d.select_on!r} is not one of its metrics "
+                             f"({', '.join(m.label for m in d.metrics)})")
     for row in suite.rows:
+        if row.variants and not any(d.valid_split for d in suite.datasets):
+            raise SuiteError(f"{where}, row {row.label}: variants are chosen on a validation split, and no "
+                             f"dataset of the suite has one (valid_split)")
         for key, numbers in row.paper.items():
             labels = {m.label for d in suite.datasets if d.key == key for m in d.metrics}
             unknown = set(numbers) - labels

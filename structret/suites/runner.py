@@ -29,6 +29,7 @@ class DataSpec:
     standin: bool = False
     train_split: str = "train"
     test_split: str = "test"
+    valid_split: str = ""            # "" = none: no validation column, no variant selection
 
     def options_field(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.options.items())
@@ -108,7 +109,7 @@ class Runner:
     def __init__(self, *, batch_size: int = 32, limit: int | None = None, show_progress: bool = True):
         self.batch_size, self.limit, self.show_progress = batch_size, limit, show_progress
         self.root = cache_root()
-        self._test_sets: dict[str, Any] = {}
+        self._eval_sets: dict[tuple[str, str], Any] = {}
         self.trained: list[Path] = []
         self.reused_runs: list[Path] = []
         self.evaluated: list[str] = []
@@ -121,6 +122,10 @@ class Runner:
     def run_dir(self, recipe: Any) -> Path:
         values = {k: v for k, v in recipe.to_dict().items() if k not in _NOT_IDENTITY}
         values["model"] = _model_fingerprint(recipe.model)
+        # an unset option (None) computes what it did before the option existed: a plugin that
+        # gains an option keeps its cached runs
+        values["plugins"] = {name: {k: v for k, v in options.items() if v is not None}
+                             for name, options in values["plugins"].items()}
         identity = {"v": CACHE_VERSION, "recipe": values,
                     "data": {"spec": recipe.data, "split": recipe.split,
                              "files": _data_fingerprint(recipe.data)}}
@@ -228,25 +233,28 @@ class Runner:
         return {"name": system, "model": _model_fingerprint(options.get("model")),
                 "options": {k: v for k, v in options.items() if k != "model"}}
 
-    def evaluate(self, system: str, options: dict[str, Any], data: DataSpec) -> dict[str, Any]:
+    def evaluate(self, system: str, options: dict[str, Any], data: DataSpec, split: str | None = None
+                 ) -> dict[str, Any]:
+        """Scores of ``system`` on ``split`` of ``data`` (its test split by default), cached."""
         from structret.evaluation import evaluate_retriever, make_protocol
 
+        split = split or data.test_split
         key = _hash({"v": CACHE_VERSION, "system": self.system_identity(system, options),
-                     "data": data.identity(data.test_split), "limit": self.limit})
+                     "data": data.identity(split), "limit": self.limit})
         path = self.root / "evals" / f"{key}.json"
         if path.is_file():
             self.reused_evals.append(system)
-            print(f"  reusing the evaluation of {system} on {data.label} ({path.name})", file=sys.stderr)
+            print(f"  reusing the evaluation of {system} on {data.label} [{split}] ({path.name})", file=sys.stderr)
             return json.loads(path.read_text(encoding="utf-8"))
         from structret.retrieval import make_retriever
 
-        if data.key not in self._test_sets:
+        if (data.key, split) not in self._eval_sets:
             from structret.data import load_dataset
 
-            dataset = load_dataset(data.spec, split=data.test_split, options=data.options)
+            dataset = load_dataset(data.spec, split=split, options=data.options)
             print(dataset.stats.summary(), file=sys.stderr)
-            self._test_sets[data.key] = (dataset, make_protocol(dataset, self.limit))
-        dataset, protocol = self._test_sets[data.key]
+            self._eval_sets[(data.key, split)] = (dataset, make_protocol(dataset, self.limit))
+        dataset, protocol = self._eval_sets[(data.key, split)]
         retriever = make_retriever(system, batch_size=self.batch_size, show_progress=self.show_progress, **options)
         row = evaluate_retriever(protocol, retriever, system)
         result = {"row": row, "protocol": protocol.name, "columns": list(protocol.columns),
