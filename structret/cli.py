@@ -576,8 +576,9 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
               help="Train and score every row on this backbone (overrides recipes and stand-ins). "
                    "Example: --suite santa --data code=adv:dataset --backbone codet5-base")
 @click.option("--suite", type=str, metavar="NAME",
-              help="A paper's table: santa, khan-jang, attempt (or a suite .toml): its rows and columns, the paper's "
-                   "numbers beside the measured ones. Example: --suite khan-jang --set max_steps=20")
+              help="A paper's table: santa, khan-jang, attempt, or an ablation (santa-ablation, ...), or a suite "
+                   ".toml: its rows and columns, the paper's numbers beside the measured ones. "
+                   "Example: --suite khan-jang --set max_steps=20")
 @click.option("--row", "row_labels", multiple=True, metavar="LABEL",
               help="With --suite: run only these rows (repeatable). Example: --suite attempt --row ATTEMPT --row BIBERT")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
@@ -615,6 +616,9 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     runs and evaluations are cached (STRUCTRET_CACHE): a re-run recomputes only what changed.
     --seeds N trains each trained row N times (seeds = the recipe's seed + 0..N-1, each a
     cached run of its own) and prints mean ± sample std; results.json keeps every seed's value.
+    A suite dataset with a validation split (the ablation suites) scores every row on it
+    too, and a row with variants is the variant with the best validation mean: only that
+    one is scored on the test split.
 
     \b
     Examples:
@@ -627,6 +631,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
       structret bench --suite santa --data code=adv:dataset --backbone codet5-base   # the full reproduction
       structret bench --suite attempt --data-option limit=2000 --set max_steps=20
       structret bench --recipe minilm-code --zero-shot --set max_steps=20 --seeds 3   # seeds 42, 43, 44
+      structret bench --suite santa-ablation --seeds 3 --out bench-out/santa-ablation
     """
     from structret.data import parse_options
 

@@ -93,3 +93,36 @@ def test_variants_need_a_validation_split(tmp_path):
     bad.write_text(bad.read_text().replace('label = "Code"\n', 'label = "Code"\nvalid_split = "valid"\nselect_on = "R@1"\n'))
     with pytest.raises(SuiteError, match="select_on = 'R@1' is not one of its metrics"):
         load_suite(str(bad))
+
+
+def test_attempt_ablation_end_to_end(tmp_path, cache, train_calls, tiny_bert_dir, fresh_registry, monkeypatch):
+    """Table 1's shape on the Debian fixture: fine-tune only, the pretrained baselines, ATTEMPT and
+    its variant chosen on validation; a variant changes the pretraining only."""
+    from structret_datasets import debian
+
+    monkeypatch.setattr(debian, "TEST_EVERY", 3)  # the 14-package fixture needs test and valid queries
+    deb = Path(__file__).parent / "data" / "debian"
+    out = tmp_path / "out"
+    args = ["bench", "--suite", "attempt-ablation", "--data", f"ma-amazon=debian-packages:{deb / 'Packages'}",
+            "--data-option", f"translations={deb / 'Translation-en'}", "--backbone", "hf-encoder",
+            *_tiny(tiny_bert_dir), "--set", "aspects=section,priority", "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    suite = load_suite("attempt-ablation")
+    variants = next(r for r in suite.rows if r.variants).variants
+    table = BenchTable.read_json(out / "results.json")
+    labels = [r["label"] for r in table.rows]
+    assert labels[:-1] == [r.label for r in suite.rows][:-1] and labels[0] == "Fine-tune only"
+    pick = table.rows[-1]["chosen"]["ma-amazon"]
+    assert labels[-1] == f"ATTEMPT, best variant: {pick['label']}"
+    assert [v["label"] for v in pick["variants"]] == [v.label for v in variants]
+    for row in table.rows:
+        assert row["values"]["ma-amazon|ndcg@50"] is not None and row["values"]["ma-amazon|ndcg@50|valid"] is not None
+    # the fine-tune-only row trains once (dr); every pretrained row trains twice (pretraining, then dr)
+    pretrainings = [r for r in train_calls if r.objective != "dr"]
+    finetunings = [r for r in train_calls if r.objective == "dr"]
+    assert len(finetunings) == len(pretrainings) + 1
+    # the length variant doubled the pretraining, and only it: its fine-tuning kept the row's budget
+    assert sorted({r.max_steps for r in pretrainings}) == [2, 120] and {r.max_steps for r in finetunings} == {2}
+    words = [r for r in pretrainings if r.plugins.get("aspect-mlm", {}).get("indicator_init") == "words"]
+    assert len(words) == 1

@@ -219,7 +219,9 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
         init = row.init if final_backbone == (resolve_recipe(recipe_name).backbone if recipe_name else None) else ""
         cell = Cell(recipe=recipe_name, finetune=row.finetune.get(d.key, ""), overrides=overrides, base=base,
                     init=init)
-        variants = [(v.label, dataclasses.replace(cell, overrides={**overrides, **v.set})) for v in row.variants]
+        # a variant changes the pretraining (a row without one: its only training)
+        variants = [(v.label, dataclasses.replace(cell, pretrain=dict(v.set)) if recipe_name
+                     else dataclasses.replace(cell, overrides={**overrides, **v.set})) for v in row.variants]
         for _, one in variants or [("", cell)]:
             runner.check(one, spec)
         cells.append((row, d, cell, variants))

@@ -92,6 +92,7 @@ class Cell:
     recipe: str = ""
     finetune: str = ""
     overrides: dict[str, Any] = field(default_factory=dict)   # applied to both recipes (user --set last)
+    pretrain: dict[str, Any] = field(default_factory=dict)    # applied to the pretraining recipe only (a variant)
     base: dict[str, Any] = field(default_factory=dict)        # backbone, model, backbone_options of an untrained row
     init: str = ""
     system: str = ""                                          # a retriever/backbone/run dir given as is
@@ -181,9 +182,9 @@ class Runner:
             resolve_system(cell.system)
             return
         forced = {"data": data.spec, "split": data.train_split, "data_options": data.options_field(), "output": None}
-        for name in (cell.recipe, cell.finetune):
+        for name, extra in ((cell.recipe, cell.pretrain), (cell.finetune, {})):
             if name:
-                check_plugins(resolve_recipe(name, {**cell.overrides, **forced}))
+                check_plugins(resolve_recipe(name, {**cell.overrides, **extra, **forced}))
         if not (cell.recipe or cell.finetune):
             get_registry().check("backbone", cell.base["backbone"], _as_options(cell.base.get("backbone_options")))
 
@@ -201,7 +202,7 @@ class Runner:
             if cell.init and not overrides.get("model"):
                 backbone = overrides.get("backbone") or resolve_recipe(cell.recipe).backbone
                 overrides["model"] = self.init_model(backbone, cell.init, data)
-            pre = _reseed(resolve_recipe(cell.recipe, {**overrides, **forced}), cell.seed_offset)
+            pre = _reseed(resolve_recipe(cell.recipe, {**overrides, **cell.pretrain, **forced}), cell.seed_offset)
             run = self.train(pre, data)
         if cell.finetune:
             overrides = {**cell.overrides, **forced}
