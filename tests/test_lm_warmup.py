@@ -160,6 +160,9 @@ def test_plugins_lists_the_warmup_options():
         assert "lm_warmup  ('auto' | int, default 'auto')" in result.output
         assert "lm_warmup_auto_steps  (int, default 200)" in result.output
         assert "lm_warmup_lr  (float, default 0.001)" in result.output
+    listing = CliRunner().invoke(cli, ["plugins", "--kind", "objective"])
+    named = [line.split()[1] for line in listing.output.splitlines() if "LM-head warm-up" in line]
+    assert sorted(named) == ["aspect-mlm", "mep", "mlm", "span-mask"]
 
 
 @pytest.mark.parametrize("value", [-1, "soon", 2.5, True])

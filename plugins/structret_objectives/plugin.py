@@ -21,11 +21,11 @@ def register_objectives(register):
         "mep",
         "structret_objectives.lm:mep",
         options="structret_objectives.options:EntityMasking",
-        help="masked entity prediction: entities -> sentinels (seq2seq) or whole-entity [MASK] (mlm) (SANTA)",
+        help="masked entity prediction: entities -> sentinels (seq2seq) or whole-entity [MASK] (mlm) (SANTA); LM-head warm-up first where the head is new (lm_warmup)",
     )
     register(
         "span-mask",
         "structret_objectives.lm:span_mask",
         options="structret_objectives.options:SpanMasking",
-        help="random span corruption, noise 0.15, mean span 3 (T5); random-span MLM on mlm backbones",
+        help="random span corruption, noise 0.15, mean span 3 (T5); random-span MLM on mlm backbones; LM-head warm-up first where the head is new (lm_warmup)",
     )

@@ -22,7 +22,7 @@ def register_objectives(register):
         "aspect-mlm",
         f"{module}:aspect_mlm",
         options="structret_products.options:AspectMLM",
-        help="aspect-content mutual prediction: content MLM + aspect->content + content->aspect views (ATTEMPT)",
+        help="aspect-content mutual prediction: content MLM + aspect->content + content->aspect views (ATTEMPT); LM-head warm-up first where the head is new (lm_warmup)",
     )
     register(
         "aspect-class",
@@ -34,5 +34,5 @@ def register_objectives(register):
         "mlm",
         f"{module}:mlm",
         options="structret_products.options:MaskedLM",
-        help="BERT MLM on the content (BIBERT), or on the aspects layout (-C), aspects at their own ratio (-C(A))",
+        help="BERT MLM on the content (BIBERT), or on the aspects layout (-C), aspects at their own ratio (-C(A)); LM-head warm-up first where the head is new (lm_warmup)",
     )
