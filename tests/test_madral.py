@@ -254,3 +254,16 @@ def test_aspect_predict_options_are_checked():
         get_registry().create("objective", "aspect-predict", min_count=0)
     assert repr(get_registry().create("objective", "aspect-predict", aspects="a,b")) == \
         "aspect-predict(aspects=['a', 'b'], min_count=2)"
+
+
+def test_madral_c_reads_the_aspects_layout_after_its_slots(tmp_path, tiny_bert_dir, one_torch_thread):
+    from structret.training import train
+
+    catalog = _catalog(tmp_path / "Packages")
+    final = train(_recipe(tmp_path, catalog, tiny_bert_dir, "c", text_format="aspects", mlm_input="aspects",
+                          max_steps=2, checkpoint_every=0))
+    backbone = _encoder(final)
+    assert backbone.aspect_slots == ("section", "use")
+    vocab = backbone.tokenizer.get_vocab()
+    ids = backbone.tokenize(["[SECTION] web [USE] [SEP] [C] wget"], kind="document")["input_ids"][0].tolist()
+    assert ids[1:4] == [vocab["[ASPECT:section]"], vocab["[ASPECT:use]"], vocab["[SECTION]"]]
