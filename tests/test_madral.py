@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from _tiny_models import one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from test_aspects import _catalog  # a six-package Debian catalog with section and use aspects
 from structret.errors import ModelLoadError, StructretError
 from structret.records import ItemRecord
 from structret.registry import get_registry
@@ -138,12 +138,6 @@ def test_aspect_predict_learns_the_aspects_on_their_slots(tiny_bert_dir, one_tor
     assert losses[-1] < 0.3 * losses[0], losses
     after = _accuracy(objective, backbone, batch, targets)
     assert after >= 0.9 and after > before, (before, after)  # chance is 0.5 per aspect
-
-
-def _catalog(path: Path) -> Path:
-    from test_aspects import _catalog as catalog
-
-    return catalog(path)
 
 
 def _recipe(tmp_path, catalog, model, name, **more):

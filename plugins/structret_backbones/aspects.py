@@ -84,7 +84,7 @@ def install(backbone: Any, names: Sequence[str], fusion_file: Path | None = None
     name's words), the fusion module on its encoder, the names in its config; fusion weights
     from ``fusion_file`` when given (a saved model's)."""
     tokens = [slot_token(n) for n in names]
-    new = set(t for t in tokens if t not in backbone.tokenizer.get_vocab())
+    new = {t for t in tokens if t not in backbone.tokenizer.get_vocab()}
     backbone.add_special_tokens(tokens)
     backbone.init_token_embeddings({slot_token(n): _NAME_SEPARATORS.sub(" ", n).strip() or n
                                     for n in names if slot_token(n) in new})

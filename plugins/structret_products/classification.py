@@ -32,9 +32,9 @@ import torch
 from torch import nn
 
 from structret.contracts import ObjectiveDefaults
-from structret.records import ItemRecord
 from structret.errors import StructretError
 from structret.recipes import ObjectiveError
+from structret.records import ItemRecord
 
 DEFAULT_ASPECTS = ("brand", "color")
 
