@@ -12,6 +12,7 @@ import torch
 
 from structret.errors import ModelLoadError
 from structret.registry import takes_options_of
+from structret_backbones import aspects as slots
 from structret_backbones._loading import (
     HEAD_FILE,
     TrainableMixin,
@@ -59,6 +60,11 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     to attend to each token's AST parent, or with ``strict`` is given the gold parents.
     These options are saved in the checkpoint's config and are its defaults when loaded.
 
+    ``aspect_slots="section,role"`` gives MADRAL's aspect slots (capability ``aspect-slots``;
+    structret_backbones.aspects): one learned token per aspect after the first token of every
+    text, whose last hidden states (``last_aspect_states``) are fused into the vector; saved
+    in the checkpoint and restored when it is loaded.
+
     ``dtype="auto"`` encodes under bf16 autocast only where bf16 is native (CUDA with bf16,
     CPUs with AVX-512 BF16 or AMX), fp32 elsewhere; ``"fp32"``/``"bf16"`` force it.
     ``compile=True`` runs ``encode`` through ``torch.compile`` (worth it for large corpora).
@@ -84,6 +90,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         linearizer: str | None = None,
         language: str | None = None,
         split_identifiers: bool | None = None,
+        aspect_slots: str | Sequence[str] | None = None,
     ):
         check_choice("pooling", pooling, ("cls", "mean"))
         super().__init__(
@@ -121,6 +128,44 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             setattr(self.model.config, INFORMED_CONFIG, self.informed)  # saved with the checkpoint
             capabilities.add("structure-attention")
         self.capabilities = frozenset(capabilities)
+        # MADRAL's aspect slots (structret_backbones.aspects): none unless given or saved
+        self._text_prefixes = {"query": query_prefix, "document": document_prefix}
+        self.aspect_fusion: torch.nn.Module | None = None
+        self.aspect_slot_ids: torch.Tensor | None = None
+        self.last_aspect_states: torch.Tensor | None = None  # [batch, k, dim] of the last document forward
+        self._aspect_slots: tuple[str, ...] = ()
+        saved_slots = slots.slot_names((getattr(self.model.config, slots.ASPECT_CONFIG, None) or {}).get("aspect_slots"))
+        given_slots = slots.slot_names(aspect_slots)
+        if given_slots and saved_slots and given_slots != saved_slots:
+            raise ModelLoadError(f"{self.name} was trained with aspect_slots {','.join(saved_slots)}; "
+                                 f"aspect_slots={','.join(given_slots)} differs. Leave aspect_slots unset to use its own.")
+        if given_slots or saved_slots:
+            folder = Path(self.source)
+            self.add_aspect_slots(given_slots or saved_slots,
+                                  _fusion_file=folder / slots.FUSION_FILE if saved_slots and folder.is_dir() else None)
+
+    @property
+    def aspect_slots(self) -> tuple[str, ...]:
+        """The aspect slots' names, in order (empty: none)."""
+        return self._aspect_slots
+
+    def add_aspect_slots(self, names: str | Sequence[str], *, _fusion_file: Path | None = None) -> None:
+        """Give this encoder MADRAL's aspect slots ``names`` (``aspect-predict`` calls it when the
+        backbone has none); new slot tokens start as their names' words, the fusion as the
+        pooled vector plus the mean aspect state (structret_backbones.aspects)."""
+        names = slots.slot_names(names)
+        if self.aspect_slots:
+            raise ModelLoadError(f"{self.name} already has aspect slots ({', '.join(self.aspect_slots)}).")
+        if self.informed_layers:
+            raise ModelLoadError("aspect_slots and informed_layers cannot be combined: the informed head's "
+                                 "parents are laid out for the text without slot tokens.")
+        if self.max_length <= len(names) + 2:
+            raise ModelLoadError(f"max_length={self.max_length} leaves no room for text beside {len(names)} "
+                                 f"aspect slots and the special tokens; raise max_length.")
+        slots.install(self, names, _fusion_file)
+        self._aspect_slots = names
+        self.tokenize.prefixes = {kind: slots.prefix_text(names) + p for kind, p in self._text_prefixes.items()}
+        self.capabilities = self.capabilities | {"aspect-slots"}
 
     @property
     def informed_layers(self) -> int:
@@ -190,8 +235,18 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         inputs, call = self._forward_inputs(batch)
         hidden = self.model(**inputs).last_hidden_state
         self._informed_done(call, kind)
-        vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
-        return self._finish(vectors)
+        return self._finish(self._pool(hidden, batch, kind))
+
+    def _pool(self, hidden: torch.Tensor, batch: Any, kind: str) -> torch.Tensor:
+        """The text vector from the last hidden states: pooled, and with aspect slots fused."""
+        if self.aspect_fusion is None:
+            return hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
+        k = len(self.aspect_slot_ids)
+        states = slots.split_states(hidden, batch["input_ids"], self.aspect_slot_ids, self.name)
+        if kind == "document":
+            self.last_aspect_states = states
+        pooled = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, slots.text_mask(batch["attention_mask"], k))
+        return self.aspect_fusion(pooled, states)
 
     # --- training: masked-LM head on this very encoder -----------------------------------
 
@@ -230,8 +285,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             else:
                 loss = torch.nn.functional.cross_entropy(logits.float(), labels[picked])
         self._informed_done(call, "document")
-        vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
-        return self._finish(vectors), loss
+        return self._finish(self._pool(hidden, batch, "document")), loss
 
     def _mlm_head(self) -> Any:
         """The masked-LM model's one non-encoder child (BERT's ``cls``, RoBERTa's ``lm_head``), if it has one."""
@@ -241,12 +295,18 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """A plain Hugging Face checkpoint of the encoder (safetensors) + tokenizer, with the
         sentence-transformers files that reproduce this pooling; a trained masked-LM head
-        goes to ``lm_head.safetensors`` beside it (loaded again by ``enable_lm``)."""
+        goes to ``lm_head.safetensors`` beside it (loaded again by ``enable_lm``). With aspect
+        slots the fusion goes to ``aspect_fusion.safetensors`` and the sentence-transformers
+        files are left out (they cannot reproduce the fusion)."""
         directory = Path(directory)
-        self.model.save_pretrained(directory)
+        with slots.without_fusion(self.model) as plain:
+            plain.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         if self.lm_model is not None:
             save_head(self.lm_model, directory / HEAD_FILE, self._base_prefixes())
+        if self.aspect_fusion is not None:
+            slots.save_fusion(self.aspect_fusion, directory)
+            return
         modules = [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
@@ -266,7 +326,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             "sentence_bert_config.json": {"max_seq_length": self.max_length, "do_lower_case": False},
             "1_Pooling/config.json": pooling,
         }
-        prefixes = self.tokenize.prefixes
+        prefixes = self._text_prefixes
         if any(prefixes.values()):
             files["config_sentence_transformers.json"] = {"prompts": prefixes, "default_prompt_name": None}
         for name, content in files.items():
@@ -274,7 +334,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
     def __repr__(self) -> str:
         informed = f", informed_layers={self.informed_layers}, strict={self.strict}" if self.informed_layers else ""
-        return f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, dim={self.dim}{informed})"
+        aspects = f", aspect_slots={list(self.aspect_slots)}" if self.aspect_slots else ""
+        return (f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, "
+                f"dim={self.dim}{informed}{aspects})")
 
 
 @takes_options_of(HFEncoder)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from structret.options import Options
+from structret.options import Names, Options
 
 
 class Encoder(Options):
@@ -45,6 +45,10 @@ class HFEncoder(Encoder):
     """With informed_layers: the code's language (default python)."""
     split_identifiers: bool | None = None
     """With informed_layers: split identifiers into sub-words before linearizing (default true)."""
+    aspect_slots: Names | None = None
+    """MADRAL's aspect slots, e.g. "section,role": one learned [ASPECT:name] token per aspect after the first
+    token of every text, their states fused into the vector (aspect-predict trains them and adds them when
+    the backbone has none); unset = the saved model's, else none."""
 
 
 class MiniLM(HFEncoder):

@@ -81,3 +81,10 @@ class AspectClassification(Options):
     """One classification head per aspect, over the values seen in the training items."""
     min_count: int = Field(2, ge=1)
     """A value becomes a class if at least this many training items have it."""
+
+
+class AspectPrediction(AspectClassification):
+    """Options of ``aspect-predict`` (MADRAL): as aspect-class, each head on its aspect's slot state."""
+
+    aspects: Names = Field(default_factory=lambda: list(DEFAULT_ASPECTS), min_length=1)
+    """One classification head per aspect, on that aspect's slot; a backbone without slots gets one per aspect."""

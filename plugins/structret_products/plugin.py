@@ -31,6 +31,12 @@ def register_objectives(register):
         help="one classification head per aspect on the pooled vector, beside mlm (MTBERT)",
     )
     register(
+        "aspect-predict",
+        "structret_products.classification:aspect_predict",
+        options="structret_products.options:AspectPrediction",
+        help="one classification head per aspect on that aspect's slot in the encoder, beside mlm (MADRAL)",
+    )
+    register(
         "mlm",
         f"{module}:mlm",
         options="structret_products.options:MaskedLM",
