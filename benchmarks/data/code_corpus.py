@@ -53,6 +53,9 @@ KINDS = ("deb", "deb-src", "pypi", "npm")
 # Folders of someone else's code beyond the miner's defaults (node_modules, vendor, ...).
 VENDOR_DIRS = ("_vendor", "vendored", "third_party", "thirdparty", "third-party", "extern", "externals",
                "bower_components")
+# Built bundles: a package's own code again, minified or with its dependencies inlined
+# (phaser's dist/phaser.js carries eventemitter3, a reserved package).
+BUNDLE_DIRS = {"javascript": ("dist", "build", "bundles", "umd")}
 # Languages whose packages commonly carry a copy of another package in a folder named after it.
 VENDORING_LANGUAGES = ("python", "javascript")
 _PREFIXES = ("node-", "php-", "python3-", "python-", "ruby-", "libjs-")
@@ -179,7 +182,7 @@ def check_not_reserved(sources: dict[str, dict[str, list[Source]]], reserved: di
 
 def vendored_dirs(reserved: dict[str, set[str]], language: str) -> tuple[str, ...]:
     """Folder names not to mine in ``language``: vendor folders, and reserved packages' own names."""
-    names = set(VENDOR_DIRS)
+    names = set(VENDOR_DIRS) | set(BUNDLE_DIRS.get(language, ()))
     if language in VENDORING_LANGUAGES:
         for key in reserved.get(language, ()):
             names.update({key, key.replace("-", "_"), key.removeprefix("python-").replace("-", "_")})
@@ -298,14 +301,16 @@ def mine_package(source: Source, language: str, split: str, tree: Path, out: Pat
 
     sidecar = out.with_name(out.name + ".report.json")
     if out.exists() and sidecar.exists():
-        return PackageResult(**json.loads(sidecar.read_text()))
+        saved = json.loads(sidecar.read_text())
+        if saved.pop("exclude", None) == list(exclude):  # mined with other exclusions: mine again
+            return PackageResult(**saved)
     out.parent.mkdir(parents=True, exist_ok=True)
     shares = tuple(1.0 if s == split else 0.0 for s in SPLITS)  # the whole package in one split
     report = mine(tree, language, out, repo=source.name, splits=shares,
                   exclude=tuple(DEFAULT_EXCLUDE) + exclude, show_progress=False)
     result = PackageResult(report.files_seen, dict(report.files_skipped), report.functions_found, report.kept,
                            dict(report.dropped))
-    sidecar.write_text(json.dumps(result.__dict__))
+    sidecar.write_text(json.dumps({**result.__dict__, "exclude": list(exclude)}))
     return result
 
 
