@@ -51,7 +51,7 @@ LANGUAGES = ("python", "go", "java", "javascript", "php", "ruby")
 SPLITS = ("train", "valid", "test")
 KINDS = ("deb", "deb-src", "pypi", "npm")
 # Folders of someone else's code beyond the miner's defaults (node_modules, vendor, ...).
-VENDOR_DIRS = ("_vendor", "vendored", "third_party", "thirdparty", "third-party", "extern", "externals",
+VENDOR_DIRS = ("_vendor", "_vendored", "vendored", "third_party", "thirdparty", "third-party", "extern", "externals",
                "bower_components")
 # Built bundles: a package's own code again, minified or with its dependencies inlined
 # (phaser's dist/phaser.js carries eventemitter3, a reserved package).
