@@ -157,3 +157,25 @@ def test_the_codesearchnet_reader_reads_one_split_file(tmp_path):
     valid = tmp_path / "out" / "python" / "valid.jsonl.gz"
     assert len(read(str(valid), split="valid").queries) == 1
     assert len(read(str(valid), split="test").queries) == 0
+
+
+def test_a_rerun_reuses_mined_packages_and_remines_when_the_exclusions_change(tmp_path):
+    cache = tmp_path / "cache"
+    toml = tmp_path / "s.toml"
+    toml.write_text('[python]\ntrain = ["pypi:alpha==1.0"]\nvalid = ["pypi:gamma==1.0"]\ntest = ["pypi:delta==1.0"]\n')
+    splits = cc.load_sources(toml)["python"]
+    for i, split in enumerate(cc.SPLITS):
+        source = splits[split][0]
+        _package(cache, "python", source, {
+            f"{source.name}/m.py": _function(f"{source.name}_fn", f"Return the {source.name} value of x.",
+                                             f"y = y * {i + 2}"),
+            f"{source.name}/requests/api.py": _function(f"{source.name}_get", "Return a copied value of x.",
+                                                        f"y = y - {i + 2}")})
+    out = tmp_path / "out"
+    assert cc.build_language("python", splits, {}, cache, out)[0] == ("train", 1, 2, 0)
+    part = cache / "mined" / "python" / "train" / f"{splits['train'][0].slug}.jsonl.gz"
+    stamp = part.stat().st_mtime_ns
+    assert cc.build_language("python", splits, {}, cache, out)[0] == ("train", 1, 2, 0)
+    assert part.stat().st_mtime_ns == stamp  # reused, not mined again
+    assert cc.build_language("python", splits, {"python": {"requests"}}, cache, out)[0] == ("train", 1, 1, 0)
+    assert [r["func_name"] for r in _rows(out / "python" / "train.jsonl.gz")] == ["alpha_fn"]

@@ -194,17 +194,26 @@ def vendored_dirs(reserved: dict[str, set[str]], language: str) -> tuple[str, ..
 # --- fetching and unpacking -------------------------------------------------------------------
 
 
-def _run(cmd: list[str], cwd: Path) -> None:
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise SourceError(f"{cmd[0]}: not found. Install it (apt-get install dpkg apt npm) or leave out the "
+                          f"languages whose sources need it (--languages).") from exc
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise SourceError(f"{' '.join(cmd)} failed (exit {done.returncode}) in {cwd}: " + " | ".join(tail))
+    return done
 
 
 def debian_origin(name: str, version: str) -> str:
     """The source package a Debian binary package is built from (its own name if none is given)."""
-    done = subprocess.run(["apt-cache", "show", f"{name}={version}"], capture_output=True, text=True)
-    if done.returncode != 0 or not done.stdout.strip():
+    try:
+        done = _run(["apt-cache", "show", f"{name}={version}"])
+    except SourceError as exc:
+        raise SourceError(f"{exc}\n{name}={version} is not in the apt index. Run apt-get update, or pin the "
+                          f"version apt-cache policy {name} offers.") from exc
+    if not done.stdout.strip():
         raise SourceError(f"apt-cache show {name}={version}: not in the apt index. Run apt-get update, or pin the "
                           f"version apt-cache policy {name} offers.")
     match = re.search(r"^Source:\s*(\S+)", done.stdout, re.M)
@@ -218,13 +227,14 @@ def _fetch_upstream_tarballs(source: Source, folder: Path) -> None:
     """
     import urllib.request
 
-    done = subprocess.run(["apt-get", "source", "--print-uris", f"{source.name}={source.version}"],
-                          capture_output=True, text=True)
+    hint = "Is there a deb-src line for bookworm in /etc/apt/sources.list.d/ (then apt-get update)?"
+    try:
+        done = _run(["apt-get", "source", "--print-uris", f"{source.name}={source.version}"])
+    except SourceError as exc:
+        raise SourceError(f"{exc}\n{hint}") from exc
     found = re.findall(r"^'(\S+)' (\S+\.orig\S*\.tar\.\w+) \d+ SHA256:([0-9a-f]{64})$", done.stdout, re.M)
-    if done.returncode != 0 or not found:
-        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-2:])
-        raise SourceError(f"apt-get source --print-uris {source.name}={source.version}: no upstream tarball ({tail}). "
-                          f"Is there a deb-src line for bookworm in /etc/apt/sources.list.d/ (then apt-get update)?")
+    if not found:
+        raise SourceError(f"apt-get source --print-uris {source.name}={source.version}: no upstream tarball. {hint}")
     for uri, filename, sha256 in found:
         try:
             with urllib.request.urlopen(uri, timeout=120) as response:
@@ -263,7 +273,7 @@ def unpack(source: Source, folder: Path, dest: Path) -> Path:
         return dest
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    patterns = {"deb": "*.deb", "deb-src": "*.orig.tar.*", "pypi": "*.whl", "npm": "*.tgz"}
+    patterns = {"deb": "*.deb", "deb-src": "*.orig*.tar.*", "pypi": "*.whl", "npm": "*.tgz"}
     files = sorted(p for p in folder.glob(patterns[source.kind]) if not p.name.endswith(".asc"))
     if not files:
         raise SourceError(f"{source.spec}: no {patterns[source.kind]} in {folder}; delete the folder and re-run.")
@@ -327,13 +337,14 @@ def merge_split(parts: list[Path], out: Path, split: str, seen: set[bytes]) -> t
             with gzip.open(part, "rt", encoding="utf-8") as fh:
                 for line in fh:
                     row = json.loads(line)
+                    if row.get("partition") != split:
+                        raise SourceError(f"{part}: a row in partition {row.get('partition')!r}, expected {split!r}; "
+                                          f"delete it and re-run.")
                     key = hashlib.sha1(row["code"].encode("utf-8")).digest()
                     if key in seen:
                         dups += 1
                         continue
                     seen.add(key)
-                    if row.get("partition") != split:
-                        raise SourceError(f"{part}: a row in partition {row.get('partition')!r}, expected {split!r}.")
                     sink.write(json.dumps(row, ensure_ascii=False) + "\n")
                     kept += 1
     os.replace(tmp, out)
