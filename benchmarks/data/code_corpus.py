@@ -386,6 +386,31 @@ def build_language(language: str, splits: dict[str, list[Source]], reserved: dic
     return rows
 
 
+def combine(language: str, corpus_dir: Path, out_file: Path, caps: dict[str, int | None]) -> dict[str, int]:
+    """One file of a language's three splits (each row keeps its partition), valid and test cut to
+    ``caps`` rows chosen by the sha1 of each function's url: the same rows on every machine, the
+    languages equally weighted in a pooled evaluation, and its encoding cost bounded (the ablations)."""
+    counts = {}
+    tmp = out_file.with_name(out_file.name + ".tmp")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(tmp, "wt", encoding="utf-8") as out:
+        for split in SPLITS:
+            with gzip.open(corpus_dir / language / f"{split}.jsonl.gz", "rt", encoding="utf-8") as f:
+                rows = [line for line in f if line.strip()]
+            if caps.get(split):
+                rows = sorted(rows, key=lambda line: hashlib.sha1(_row_key(line).encode("utf-8")).hexdigest())
+                rows = rows[:caps[split]]
+            counts[split] = len(rows)
+            out.writelines(rows)
+    os.replace(tmp, out_file)
+    return counts
+
+
+def _row_key(line: str) -> str:
+    row = json.loads(line)
+    return row.get("url") or f"{row['repo']}/{row['path']}:{row['func_name']}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -395,6 +420,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--languages", default=",".join(LANGUAGES), help="Comma-separated subset of languages.")
     parser.add_argument("--sources", default=str(SOURCES_FILE), help="The pinned source list (TOML).")
     parser.add_argument("--reserved", default=str(RESERVED_FILE), help="RESERVED-SOURCES.md to refuse sources from.")
+    parser.add_argument("--combined", metavar="DIR",
+                        help="Also write DIR/LANG.jsonl.gz: every train row, valid and test cut to --valid-cap and "
+                             "--test-cap rows (chosen by url hash); what the santa-ablation runs read.")
+    parser.add_argument("--valid-cap", type=int, default=300)
+    parser.add_argument("--test-cap", type=int, default=500)
     args = parser.parse_args(argv)
     try:
         sources = load_sources(Path(args.sources))
@@ -437,6 +467,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for split, packages, kept, dups in rows:
             print(f"{language:<11} {split:<6} {packages:>8} {kept:>7} {dups:>7}  {out_dir / language / f'{split}.jsonl.gz'}")
+    if args.combined:
+        caps = {"train": None, "valid": args.valid_cap, "test": args.test_cap}
+        for language, rows in table.items():
+            if rows is not None:
+                counts = combine(language, out_dir, Path(args.combined) / f"{language}.jsonl.gz", caps)
+                print(f"combined {language}: " + ", ".join(f"{k} {v}" for k, v in counts.items()),
+                      file=sys.stderr)
     return 1 if any(rows is None for rows in table.values()) else 0
 
 
