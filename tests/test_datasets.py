@@ -423,8 +423,8 @@ def test_esci_options_select_rows(esci_dir):
 def test_esci_errors(esci_dir, tmp_path):
     with pytest.raises(PluginError, match=r"locale='de': Input should be 'us', 'es', 'jp' or 'all'"):
         create("esci", esci_dir, locale="de")
-    with pytest.raises(DataError, match=r"split 'valid' is not one of: train, test"):
-        esci.read(str(esci_dir), split="valid")
+    with pytest.raises(DataError, match=r"split 'dev' is not one of: train, valid, test"):
+        esci.read(str(esci_dir), split="dev")
     with pytest.raises(PluginError, match=r"version='medium': Input should be 'small' or 'large'"):
         create("esci", esci_dir, version="medium")
     with pytest.raises(PluginError, match=r"'esci' has no option 'lang'"):
@@ -555,3 +555,24 @@ def test_esci_queries_train_on_their_exact_products(esci_dir):
     exact = ds.corpus["B00MNV8E0C"]
     assert examples[0].positives == [f"title : {exact.title} text : {exact.content}"]
     assert examples[0].record is exact
+
+
+def test_esci_valid_share_holds_out_train_queries_as_attempt_does(tmp_path):
+    """valid_share: a stable share of the train split's queries is split=valid, and train leaves
+    them out; without it there is no valid split and train is all of it (SANTA's use)."""
+    rows = [(i, f"query number {i}", 200 + i, "B00MNV8E0C", "us", "E", 1, 1, "train") for i in range(40)]
+    write_parquet(tmp_path / esci.EXAMPLES, EXAMPLE_NAMES, rows)
+    write_parquet(tmp_path / esci.PRODUCTS, PRODUCT_NAMES, PRODUCTS)
+    whole = esci.read(str(tmp_path), split="train")
+    train = esci.read(str(tmp_path), split="train", valid_share=0.3)
+    valid = esci.read(str(tmp_path), split="valid", valid_share=0.3)
+    assert len(whole.queries) == 40
+    assert set(train.queries) | set(valid.queries) == set(whole.queries)
+    assert not set(train.queries) & set(valid.queries)
+    assert 4 <= len(valid.queries) <= 20  # about 12 of 40
+    assert set(valid.queries) == {str(200 + i) for i in range(40) if esci.held_out(str(200 + i), 0.3)}
+    assert train.stats.skipped["valid-split query"] == len(valid.queries)
+    assert train.stats.read == valid.stats.read == whole.stats.read
+    assert esci.read(str(tmp_path), split="valid", valid_share=0.3).qrels == valid.qrels  # stable
+    with pytest.raises(DataError, match="no validation split of its own; set the option valid_share"):
+        esci.read(str(tmp_path), split="valid")

@@ -284,16 +284,35 @@ def _read_products(file: str, wanted: set[tuple[str, str]]) -> dict[tuple[str, s
     return products
 
 
+def held_out(query_id: str, share: float) -> bool:
+    """Whether a train-split query belongs to the validation split (``valid_share``): stable
+    across machines and versions, from the sha1 of its id."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha1(str(query_id).encode("utf-8")).digest()[:8], "big") / 2**64 < share
+
+
 def read(path: str, *, split: str | None = None, version: str = "small", locale: str = "us",
-         categories: str | None = None, max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
-    """The judged pairs of ``split`` (train or test; default test), reranked per query
-    (options: structret_datasets.options.ESCI)."""
-    split = check_choice(READER, "split", split or "test", ("train", "test"))
+         categories: str | None = None, max_field_chars: int = MAX_FIELD_CHARS, valid_share: float = 0.0) -> Dataset:
+    """The judged pairs of ``split`` (train, valid or test; default test), reranked per query
+    (options: structret_datasets.options.ESCI). ``valid`` is the share ``valid_share`` of the
+    train split's queries, which ``train`` then leaves out (ATTEMPT's division of ESCI)."""
+    split = check_choice(READER, "split", split or "test", ("train", "valid", "test"))
+    if split == "valid" and not valid_share:
+        raise DataError(f"{READER}: ESCI has no validation split of its own; set the option valid_share (e.g. "
+                        f"--data-option valid_share=0.17, ATTEMPT's 3.5K of 20.5K training queries) to hold out "
+                        f"that share of the train split's queries as split=valid.")
     limit = max_field_chars
     examples_file, products_file = _files(path)
 
     stats = ReadStats(source=f"{READER} {examples_file} (split={split}, version={version}, locale={locale})")
-    selected = list(_select_examples(examples_file, split, version, locale, stats))
+    selected = list(_select_examples(examples_file, "train" if split == "valid" else split, version, locale, stats))
+    if valid_share and split != "test":
+        keep = [(i, row) for i, row in selected if held_out(_id(row["query_id"]) or "", valid_share) == (split == "valid")]
+        if len(keep) < len(selected):
+            stats.leave_out("valid-split query" if split == "train" else "train-split query",
+                            len(selected) - len(keep))
+        selected = keep
     wanted = {(row["product_locale"], _id(row["product_id"])) for _, row in selected}
     wanted = {key for key in wanted if isinstance(key[0], str) and key[1] is not None}
     products = _read_products(products_file, wanted)

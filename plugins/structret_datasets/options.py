@@ -6,7 +6,7 @@ reads a file. The path and the split are not options: core passes them to every 
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict
+from pydantic import Field, BeforeValidator, ConfigDict
 
 from structret.options import Count, Options
 from structret.records import MAX_FIELD_CHARS
@@ -55,6 +55,9 @@ class ESCI(Categories):
     """Which of ESCI's versions: small (Task 1, the reranking set) or large."""
     locale: Annotated[Literal["us", "es", "jp", "all"], BeforeValidator(_lower)] = "us"
     """Which market's queries and products; all = every locale (document ids become LOCALE/PRODUCT_ID)."""
+    valid_share: float = Field(0.0, ge=0, lt=1)
+    """Share of the train split's queries held out as split=valid (by a hash of query_id), as ATTEMPT
+    divides ESCI's training set (3.5K of 20.5K queries: 0.17); 0 = no valid split, train is all of it (SANTA)."""
 
 
 class DebianPackages(Reader):
