@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,9 +112,12 @@ class BenchTable:
             ax.tick_params(axis="x", labelsize=8)
         axes[0][0].set_yticks(ys)
         axes[0][0].set_yticklabels(labels, fontsize=8)
-        axes[0][0].legend(fontsize=7, loc="lower right")
-        fig.suptitle(self.title, fontsize=10)
-        fig.tight_layout()
+        # below the panels and a wrapped title: inside, both covered the longest bars
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=7, frameon=False)
+        width = fig.get_size_inches()[0]
+        fig.suptitle(textwrap.fill(self.title, width=max(40, int(width * 13))), fontsize=10)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         fig.savefig(path, dpi=110)
         plt.close(fig)
 
