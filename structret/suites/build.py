@@ -13,7 +13,7 @@ from typing import Any
 
 from structret.suites.files import Suite, SuiteDataset, SuiteError
 from structret.suites.runner import Cell, DataSpec, Runner, resolve_spec
-from structret.suites.table import BenchTable
+from structret.suites.table import BenchTable, spread
 
 
 def _progress(i: int, n: int, label: str, data: DataSpec) -> None:
@@ -319,7 +319,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     for row in table_rows:
         for key, pick in row.get("chosen", {}).items():
             notes.append(f"{row['label']} ({key}), validation {pick['metric']} of every variant: "
-                         + "; ".join(f"{v['label']} {_spread(v['values'], suite.scale, suite.digits)}"
+                         + "; ".join(f"{v['label']} {spread(v['values'], suite.scale, suite.digits)}"
                                      for v in pick["variants"]) + f" → chosen: {pick['label']}.")
     for d in suite.datasets:
         got = next((v[0] for (ri, k), v in measured.items() if k == d.key), None)
@@ -351,13 +351,6 @@ def _choose(runner: Runner, variants: list[tuple[str, Cell]], d: SuiteDataset, s
     record = {"label": best[1], "metric": metric.label, "split": spec.valid_split,
               "variants": [{"label": label, "values": values} for _, label, _, _, values in scored]}
     return best[1], best[2], best[3], record
-
-
-def _spread(values: list[float], scale: float, digits: int) -> str:
-    mean = statistics.fmean(values) * scale
-    if len(values) < 2:
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {statistics.stdev(v * scale for v in values):.{digits}f}"
 
 
 def _lookup(result: dict[str, Any], column: str) -> float | None:

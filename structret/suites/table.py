@@ -39,9 +39,7 @@ class BenchTable:
         value = row.get("values", {}).get(key)
         if value is None:
             return "—" if row.get("paper_only") else "n/a"
-        spread = self.std(row, key)
-        return (f"{value * self.scale:.{self.digits}f}" + ("" if spread is None else f" ± {spread:.{self.digits}f}")
-                + ("*" if key in row.get("marks", []) else ""))
+        return mean_std(value * self.scale, self.std(row, key), self.digits) + ("*" if key in row.get("marks", []) else "")
 
     def std(self, row: dict[str, Any], key: str) -> float | None:
         """The sample standard deviation (n-1) over a row's seeds at ``scale``; None with fewer than 2."""
@@ -130,6 +128,17 @@ class BenchTable:
         paths["md"].write_text(self.markdown(), encoding="utf-8")
         self.plot(paths["png"])
         return paths
+
+
+def mean_std(mean: float, std: float | None, digits: int) -> str:
+    """``mean ± std`` as every table and note prints it (just the mean without a spread)."""
+    return f"{mean:.{digits}f}" + ("" if std is None else f" ± {std:.{digits}f}")
+
+
+def spread(values: list[float], scale: float, digits: int) -> str:
+    """Several seeds' values as ``mean ± sample std`` at ``scale``."""
+    scaled = [v * scale for v in values]
+    return mean_std(statistics.fmean(scaled), statistics.stdev(scaled) if len(scaled) > 1 else None, digits)
 
 
 def _number(text: str | None) -> float | None:
