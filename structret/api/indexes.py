@@ -55,6 +55,12 @@ class SearchIndex:
             self._model = model
         return self._model
 
+    def use(self, model: Model) -> None:
+        """Search with ``model`` when none is passed, instead of loading the one the metadata
+        names; ArtifactError if it is not the model that built the index."""
+        self._check(model)
+        self._model = model
+
     def _check(self, model: Model) -> None:
         from structret.indexing import check_same_model
 
@@ -76,11 +82,16 @@ class SearchIndex:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
         single = isinstance(queries, str)
         texts = [queries] if single else list(queries)
-        scores, ids = self.index.search(model.encode_query(texts), k)
-        texts_by_id = self.texts or {}
-        hits = [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
-                for row_scores, row_ids in zip(scores, ids)]
+        hits = self.search_vectors(model.encode_query(texts), k)
         return hits[0] if single else hits
+
+    def search_vectors(self, vectors: Any, k: int = 10) -> list[list[Hit]]:
+        """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
+        model): search without encoding, for callers that time or batch the encoding themselves."""
+        scores, ids = self.index.search(vectors, k)
+        texts_by_id = self.texts or {}
+        return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
+                for row_scores, row_ids in zip(scores, ids)]
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""

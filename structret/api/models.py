@@ -21,7 +21,7 @@ class Model:
     """
 
     def __init__(self, backbone: Any, *, backbone_name: str, model: str | None = None,
-                 options: dict[str, Any] | None = None, text_format: Any = None):
+                 options: dict[str, Any] | None = None, text_format: Any = None, recipe: dict | None = None):
         from structret.linearization import TextFormat
 
         self.backbone = backbone  # the plugin object (structret.contracts.Backbone)
@@ -29,6 +29,9 @@ class Model:
         self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
         self.options = dict(options or {})  # what went to the backbone factory besides model=
         self.text_format = text_format if text_format is not None else TextFormat()
+        # the resolved recipe of the 'structret train' run the weights come from ({} otherwise):
+        # what the run was trained on and with, e.g. the entity extractor of its mep objective
+        self.recipe = dict(recipe or {})
 
     @property
     def name(self) -> str:
@@ -114,7 +117,7 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
 
     options = dict(options or {})
     trained = trained_model(model, verify=verify) if model else None
-    text_format = TextFormat()
+    text_format, recipe = TextFormat(), {}
     if trained is not None:
         backbone, weights, recipe = trained
         text_format = TextFormat.of_recipe(recipe)
@@ -124,7 +127,7 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
             backbone = _family(model)
     made = get_registry().create("backbone", backbone, **options, **({"model": weights} if weights else {}))
     # model: what was asked for (the run, not its final/ folder), so an index can reopen it
-    return Model(made, backbone_name=backbone, model=model, options=options, text_format=text_format)
+    return Model(made, backbone_name=backbone, model=model, options=options, text_format=text_format, recipe=recipe)
 
 
 def _family(model: str) -> str:
