@@ -427,6 +427,46 @@ def search(index_dir, queries, k, lines, no_verify):
 
 
 @cli.command()
+@click.argument("index_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--model", "model", metavar="RUN_OR_NAME",
+              help="The model to encode queries with (default: the one the index records). It must be the model "
+                   "that built the index.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 serves the network (with a warning: there is no authentication).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--extractor", "-e", metavar="NAME",
+              help="The entities to mark in hits: a registered extractor, or none. Default: the one the model's "
+                   "run masked (mep.extractor); for other models python-tokenize when the texts are Python, else none.")
+@click.option("--extractor-option", "extractor_options", multiple=True, metavar="KEY=VALUE",
+              help="Option of --extractor, repeatable (e.g. node_types=identifier).")
+@click.option("--language", "-l",
+              help="The indexed code's language (go, java, ...), for the tree-sitter extractor and highlighting.")
+@click.option("--no-verify", is_flag=True,
+              help="Serve even if the index's files (or its model's) do not match their checksums.json; a warning "
+                   "names what was not checked.")
+def serve(index_dir, model, host, port, extractor, extractor_options, language, no_verify):
+    """Serve a search page and a JSON API over an index, its model loaded once.
+
+    GET / is the page (a query box; ranked hits with scores, highlighted code, entities
+    marked, the query's time); GET /api/search?q=...&k=10 gives the hits as JSON and
+    GET /api/health the index and model. It listens on 127.0.0.1 only, unless --host says
+    otherwise.
+
+    \b
+    Example:
+      structret serve runs/idx                          # then open http://127.0.0.1:8000/
+      structret serve runs/idx --model runs/sda-mep --port 8080
+      curl 'http://127.0.0.1:8000/api/search?q=read+a+config+file&k=5'
+    """
+    from structret.data import parse_options
+    from structret.serving import serve as run_server
+
+    run_server(index_dir, model, host=host, port=port, extractor=extractor,
+               extractor_options=parse_options(extractor_options), language=language, verify=not no_verify,
+               echo=lambda line: click.echo(line, err=True))
+
+
+@cli.command()
 @_apply(_data_options + _backbone_options)
 @click.option("--depth", default=100, show_default=True, help="Rank this many documents per query.")
 @click.option("--keep", default=30, show_default=True, help="Negatives kept per query, sampled from the top --depth.")

@@ -1,0 +1,163 @@
+"""A loaded index and model answering one query at a time: what the web app serves.
+
+Loading is the slow part (seconds for a model, longer for a big index), so it happens
+once, in :func:`open_searcher`; each query then costs one encoding and one index search.
+Queries are answered one after another (a lock): the encoder already uses every core
+torch gives it, and two concurrent forwards would only slow each other down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from structret.errors import PluginError, StructretError
+from structret.records import Entity
+from structret.serving.entities import Marker, choose_marker, looks_like_python
+from structret.serving.layouts import Layout, read_layout
+
+log = logging.getLogger("structret.serve")
+
+
+@dataclass(frozen=True)
+class ShownHit:
+    """One ranked hit with what the page shows of it: its layout and its entities."""
+
+    rank: int
+    id: str
+    score: float
+    text: str | None
+    entities: tuple[Entity, ...] = ()
+    layout: Layout | None = None
+    entities_note: str | None = None  # why entities could not be found for this hit
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "id": self.id, "score": self.score, "text": self.text,
+                "entities": [{"start": e.start, "end": e.end, "text": e.text, "kind": e.kind}
+                             for e in self.entities]}
+
+
+@dataclass(frozen=True)
+class Answer:
+    query: str
+    k: int  # hits asked for, after clamping to the index size
+    took_ms: float  # encoding and search
+    model_ms: float  # encoding alone
+    hits: tuple[ShownHit, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"query": self.query, "k": self.k, "took_ms": round(self.took_ms, 3),
+               "model_ms": round(self.model_ms, 3), "hits": [h.as_json() for h in self.hits]}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+class Searcher:
+    """An index, the model that built it and the extractor whose entities hits show."""
+
+    def __init__(self, index: Any, model: Any, marker: Marker | None, *, highlight_language: str | None = None):
+        self.index = index  # structret.api.SearchIndex
+        self.model = model  # structret.api.Model
+        self.marker = marker
+        self.highlight_language = highlight_language  # a Pygments lexer name; None: plain text
+        self.text_format = model.text_format.name or ""
+        layout_options = model.text_format.options or {}
+        self._aspects = list(layout_options.get("aspects") or []) or None
+        self._separator = layout_options.get("separator") or "[SEP]"
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self.index)
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "index_size": self.size, "index_kind": self.index.kind or None,
+                "model": self.model.name, "backbone": self.model.backbone_name,
+                "text_format": self.text_format or None,
+                "extractor": self.marker.name if self.marker else None,
+                "extractor_reason": self.marker.reason if self.marker else "no entity extractor (see the docs of "
+                                                                              "structret.serving.entities)",
+                "texts": self.index.texts is not None}
+
+    def search(self, query: str, k: int) -> Answer:
+        """The top ``k`` hits (``k`` clamped to the index size), with timings and entities."""
+        notes = []
+        if k > self.size:
+            notes.append(f"the index holds {self.size} documents, so all of them are ranked (k={k} asked for).")
+            k = self.size
+        with self._lock:
+            start = time.perf_counter()
+            vectors = self.model.encode_query([query])
+            encoded = time.perf_counter()
+            found = self.index.search_vectors(vectors, k)[0]
+            done = time.perf_counter()
+            hits = tuple(self._shown(rank, hit) for rank, hit in enumerate(found, 1))
+        return Answer(query, k, (done - start) * 1000, (encoded - start) * 1000, hits, tuple(notes))
+
+    def _shown(self, rank: int, hit: Any) -> ShownHit:
+        if hit.text is None:
+            return ShownHit(rank, hit.id, hit.score, None)
+        layout = read_layout(hit.text, self.text_format, aspects=self._aspects, separator=self._separator)
+        entities, note = (), None
+        if self.marker is not None:
+            title = next((f for f in layout.fields if f.name == "title"), None)
+            body = layout.body
+            try:
+                entities = tuple(self.marker.entities(hit.text, body.start, body.end,
+                                                      title=hit.text[title.start:title.end] if title else None))
+            except Exception as exc:  # one text an extractor cannot read must not fail the whole answer
+                log.warning("extractor %s failed on hit %s: %s", self.marker.name, hit.id, exc)
+                note = f"the {self.marker.name} extractor could not read this text ({type(exc).__name__})"
+        return ShownHit(rank, hit.id, hit.score, hit.text, entities, layout, note)
+
+
+def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None,
+                  extractor_options: dict[str, Any] | None = None, language: str | None = None,
+                  verify: bool = True) -> Searcher:
+    """Load ``index`` (a directory of ``structret index`` or a SearchIndex) and its model
+    (``model``: a Model, a name/run/path for ``structret.load_model``, or None for the one
+    the index records), and choose the entity extractor. Raises StructretError with a
+    sentence for the user when any of them cannot be used."""
+    from structret.api import Model, SearchIndex, load_index, load_model
+
+    if not isinstance(index, SearchIndex):
+        index = load_index(os.fspath(index), verify=verify)
+        if index.texts_note:
+            log.warning("%s", index.texts_note)
+    if len(index) == 0:
+        raise StructretError(f"{index.path or 'the index'} holds no documents; build it again with "
+                             f"'structret index --data ...'.")
+    if model is None:
+        if not index.meta.get("backbone"):
+            raise StructretError(f"{index.path or 'the index'} records no backbone, so queries cannot be encoded; "
+                                 f"pass --model NAME_OR_RUN, the model that built it.")
+        model = index.model  # loaded once here, checked against the index
+    else:
+        if not isinstance(model, Model):
+            model = load_model(str(model), verify=verify)
+        index.use(model)  # another model's scores would mean nothing: refused before serving
+    # what the data is (Python code?) is judged on the first texts: enough, and cheap for a big index
+    texts = list(islice(index.texts.values(), 200)) if index.texts else []
+    marker = choose_marker(model.recipe, texts, text_format=model.text_format.name or "", name=extractor,
+                           options=extractor_options, language=language)
+    if marker is not None and texts:
+        try:  # an extractor that cannot be used on these texts at all (the wrong language) says so now
+            marker.entities(texts[0])
+        except PluginError as exc:
+            raise PluginError(f"the {marker.name} extractor (chosen because {marker.reason}) cannot read the "
+                              f"indexed texts: {exc}. Choose another with --extractor NAME (--language LANG "
+                              f"for tree-sitter), or --extractor none.") from None
+    if language:
+        highlight = language
+    elif marker is not None and marker.name == "python-tokenize" or looks_like_python(texts):
+        highlight = "python"
+    else:
+        highlight = marker.language if marker is not None else None
+    return Searcher(index, model, marker, highlight_language=highlight)
