@@ -362,7 +362,8 @@ def test_aspect_layout_hits_show_their_aspects(tiny_bert_dir):  # noqa: F811
     texts = ["[BRAND] acme [COLOR] red [PRODUCT_TYPE] kettle [SEP] [C] Acme kettle A red kettle for tea",
              "[BRAND] [COLOR] blue [PRODUCT_TYPE] mug [SEP] [C] Blue mug A mug"]
     client = _product_app(tiny_bert_dir, "aspects", {"aspects": ["brand", "color", "product-type"]}, texts)
-    assert client.get("/api/health").json()["extractor"] is None  # products, and no run says which
+    health = client.get("/api/health").json()
+    assert health["extractor"] is None and "not Python code" in health["extractor_reason"]  # no run says which
     html = client.get("/", params={"q": "red kettle", "k": "2"}).text
     block = next(b for b in _hit_blocks(html) if "item0" in b)
     rows = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", block))
@@ -381,6 +382,22 @@ def test_product_template_hits_mark_title_words_in_the_description(tiny_bert_dir
         [("red", "title-match"), ("kettle", "title-match"), ("Acme", "title-match")]
     assert all(kettle["text"][e["start"]:e["end"]] == e["text"] for e in kettle["entities"])
     assert all(e["start"] > kettle["text"].index(" text : ") for e in kettle["entities"])  # description only
+
+
+def test_marks_nest_inside_highlighting_and_overlaps_are_dropped():
+    from structret.records import Entity
+    from structret.serving.page import marked
+
+    text = "x = foo.bar(1) < y"
+    html = marked(text, [Entity(4, 11, "foo.bar", "attribute"), Entity(4, 7, "foo", "identifier"),
+                         Entity(17, 18, "y", "identifier")], language="python")
+    assert unescape(re.sub(r"<[^>]+>", "", html)) == text and "&lt;" in html
+    assert html.count("<mark") == html.count("</mark>") == 2  # foo.bar (the longer, first) and y
+    first = re.search(r'<mark class="entity" data-kind="attribute"[^>]*>(.*?)</mark>', html).group(1)
+    assert re.sub(r"<[^>]+>", "", first) == "foo.bar" and first.count('<span class="n">') == 2
+    # tags nest: every span opened inside a mark is closed inside it
+    assert first.count("<span") == first.count("</span>")
+    assert marked("a b", [], 2, 3) == "b"  # a slice, plain text without a language
 
 
 def test_reading_layouts_back():
@@ -414,6 +431,7 @@ def test_the_extractor_follows_the_runs_mep_objective_then_the_data():
     assert choose_marker(auto, PROSE) is None  # code of an unknown language: nothing rather than a guess
     assert choose_marker({"objective": "sda"}, PYTHON).name == "python-tokenize"
     assert choose_marker({}, PROSE) is None
+    assert choose_marker({}, PROSE, language="go").name == "tree-sitter"
     assert choose_marker({}, PYTHON, name="none") is None
     assert choose_marker(mep, PYTHON, name="python-tokenize").reason == "--extractor python-tokenize"
     with pytest.raises(PluginError, match="goes with --extractor NAME"):

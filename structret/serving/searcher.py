@@ -18,7 +18,7 @@ from typing import Any
 
 from structret.errors import PluginError, StructretError
 from structret.records import Entity
-from structret.serving.entities import Marker, choose_marker, looks_like_python
+from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python, objectives
 from structret.serving.layouts import Layout, read_layout
 
 log = logging.getLogger("structret.serve")
@@ -72,6 +72,8 @@ class Searcher:
         self._aspects = list(layout_options.get("aspects") or []) or None
         self._separator = layout_options.get("separator") or "[SEP]"
         self._lock = threading.Lock()
+        self.no_marker_reason = ("the model records no entity extractor and the indexed texts are not Python "
+                                 "code; --extractor NAME marks some")
 
     @property
     def size(self) -> int:
@@ -82,8 +84,7 @@ class Searcher:
                 "model": self.model.name, "backbone": self.model.backbone_name,
                 "text_format": self.text_format or None,
                 "extractor": self.marker.name if self.marker else None,
-                "extractor_reason": self.marker.reason if self.marker else "no entity extractor (see the docs of "
-                                                                              "structret.serving.entities)",
+                "extractor_reason": self.marker.reason if self.marker else self.no_marker_reason,
                 "texts": self.index.texts is not None}
 
     def search(self, query: str, k: int) -> Answer:
@@ -160,4 +161,10 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
         highlight = "python"
     else:
         highlight = marker.language if marker is not None else None
-    return Searcher(index, model, marker, highlight_language=highlight)
+    searcher = Searcher(index, model, marker, highlight_language=highlight)
+    if extractor == NONE:
+        searcher.no_marker_reason = "--extractor none"
+    elif marker is None and "mep" in objectives(model.recipe):
+        searcher.no_marker_reason = ("the model's run masked entities with mep.extractor = auto, but the texts "
+                                     "are not Python and no --language names their language")
+    return searcher

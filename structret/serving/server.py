@@ -56,7 +56,7 @@ def serve(index: Any, model: Any = None, *, host: str = DEFAULT_HOST, port: int 
     marks = searcher.marker
     echo(f"loaded {searcher.size} documents ({searcher.index.kind or 'index'}) and model {searcher.model.name}")
     echo(f"entities: {marks.name}, because {marks.reason}" if marks else
-         "entities: none (the model records no extractor and the texts are not Python; --extractor NAME marks some)")
+         f"entities: none, because {searcher.no_marker_reason}")
     for line in bind_lines(host, port):
         echo(line)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
