@@ -250,6 +250,18 @@ def test_an_internal_error_is_a_500_without_details_and_is_logged(served, monkey
     assert caplog.records[0].exc_info is not None
 
 
+def test_structrets_own_error_during_a_search_is_a_500_with_its_sentence(served, monkeypatch):
+    from structret.indexing import IndexInputError
+
+    def damaged(*args, **kwargs):
+        raise IndexInputError("HNSW search found fewer than k=5 neighbours; raise ef")
+
+    monkeypatch.setattr(served.searcher.index, "search_vectors", damaged)
+    api = served.client.get("/api/search", params={"q": "parse a date"})
+    assert api.status_code == 500 and api.json()["error"] == \
+        "the search failed: HNSW search found fewer than k=5 neighbours; raise ef"
+
+
 def test_the_model_is_loaded_once_when_the_app_is_made_and_never_by_a_request(served):
     assert served.loads_to_create == 1, served.loads
     before = len(served.loads)
