@@ -288,6 +288,17 @@ def test_serve_refuses_what_it_cannot_use_before_listening(served, options, mess
     assert "Traceback" not in result.output and "serving on" not in result.output
 
 
+def test_a_missing_web_package_is_named_with_the_install_command(served, monkeypatch):
+    from click.testing import CliRunner
+
+    from structret.cli import cli
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import now fails as if uninstalled
+    result = CliRunner().invoke(cli, ["serve", str(served.dir)])
+    assert result.exit_code == 1 and "structret serve needs uvicorn, which is not installed: pip install" in \
+        result.output and "Traceback" not in result.output, result.output
+
+
 def test_serve_refuses_another_models_queries(tmp_path, served, tiny_t5_dir):  # noqa: F811
     from click.testing import CliRunner
 

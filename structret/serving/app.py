@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structret.errors import StructretError
-from structret.serving.searcher import Searcher, open_searcher
+from structret.serving.searcher import open_searcher
 
 log = logging.getLogger("structret.serve")
 
@@ -92,10 +92,29 @@ async def read_json_body(request: Any, limits: Limits) -> dict[str, Any]:
     return value
 
 
+def require_web_stack() -> None:
+    """StructretError naming the install command when a package the app runs on is missing
+    (an environment installed before serve existed, or with --no-deps)."""
+    import importlib.util
+
+    missing = [name for name in ("starlette", "uvicorn", "pygments") if _missing(importlib.util, name)]
+    if missing:
+        raise StructretError(f"structret serve needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                             f"not installed: pip install 'starlette>=0.40' 'uvicorn>=0.30' 'pygments>=2.17' "
+                             f"(or reinstall structret, which depends on them).")
+
+
+def _missing(util: Any, name: str) -> bool:
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name] is None  # None: imports of it fail (as a test sets it)
+    return util.find_spec(name) is None
+
+
 def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
                extractor_options: dict[str, Any] | None = None, language: str | None = None,
-               verify: bool = True, max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS,
-               searcher: Searcher | None = None):
+               verify: bool = True, max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS):
     """The ASGI app serving ``index`` (a directory of ``structret index`` or a SearchIndex),
     its model loaded now, once (``model``: a Model or a name/run/path; None: the index's
     own). ``extractor``: the entities to mark (None: chosen as structret.serving.entities
@@ -105,6 +124,7 @@ def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
     Raises StructretError (with what to do) when the index, the model or the extractor
     cannot be used, before any request is served.
     """
+    require_web_stack()  # before minutes of loading, not after
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import HTMLResponse, JSONResponse
@@ -112,9 +132,8 @@ def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
 
     from structret.serving.page import render
 
-    if searcher is None:
-        searcher = open_searcher(index, model, extractor=extractor, extractor_options=extractor_options,
-                                 language=language, verify=verify)
+    searcher = open_searcher(index, model, extractor=extractor, extractor_options=extractor_options,
+                             language=language, verify=verify)
     limits = Limits(max_k, max_query_chars)
     info = searcher.health()
     highlight = searcher.highlight_language

@@ -40,9 +40,10 @@ def serve(index: Any, model: Any = None, *, host: str = DEFAULT_HOST, port: int 
           echo: Callable[[str], None] | None = None, **app_options: Any) -> None:
     """Load ``index`` and its model (see :func:`structret.serving.create_app`), then answer
     requests on ``host:port`` until interrupted."""
-    import uvicorn
+    from structret.serving.app import create_app, require_web_stack
 
-    from structret.serving.app import create_app
+    require_web_stack()
+    import uvicorn
 
     echo = echo or (lambda line: print(line, file=sys.stderr))
     logger = logging.getLogger("structret.serve")
