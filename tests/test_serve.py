@@ -381,10 +381,11 @@ def _product_app(tiny_bert_dir, text_format, options, texts, **app_options):  # 
     return TestClient(create_app(index, model, **app_options), raise_server_exceptions=False)
 
 
-def test_aspect_layout_hits_show_their_aspects(tiny_bert_dir):  # noqa: F811
+@pytest.mark.parametrize("aspects", [["brand", "color", "product-type"], "brand,color,product-type"])
+def test_aspect_layout_hits_show_their_aspects(tiny_bert_dir, aspects):  # noqa: F811
     texts = ["[BRAND] acme [COLOR] red [PRODUCT_TYPE] kettle [SEP] [C] Acme kettle A red kettle for tea",
              "[BRAND] [COLOR] blue [PRODUCT_TYPE] mug [SEP] [C] Blue mug A mug"]
-    client = _product_app(tiny_bert_dir, "aspects", {"aspects": ["brand", "color", "product-type"]}, texts)
+    client = _product_app(tiny_bert_dir, "aspects", {"aspects": aspects}, texts)
     health = client.get("/api/health").json()
     assert health["extractor"] is None and "not Python code" in health["extractor_reason"]  # no run says which
     html = client.get("/", params={"q": "red kettle", "k": "2"}).text

@@ -69,7 +69,9 @@ class Searcher:
         self.highlight_language = highlight_language  # a Pygments lexer name; None: plain text
         self.text_format = model.text_format.name or ""
         layout_options = model.text_format.options or {}
-        self._aspects = list(layout_options.get("aspects") or []) or None
+        aspects = layout_options.get("aspects") or []
+        # the linearizer takes a list or, from --set, "brand,color"
+        self._aspects = [a.strip() for a in aspects.split(",")] if isinstance(aspects, str) else list(aspects)
         self._separator = layout_options.get("separator") or "[SEP]"
         self._lock = threading.Lock()
         self.no_marker_reason = ("the model records no entity extractor and the indexed texts are not Python "
