@@ -736,6 +736,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
               help="Reader option, repeatable (e.g. limit=2000).")
 @click.option("--model", "-m", "models", multiple=True, required=True, metavar="NAME_OR_RUN",
               help="A backbone name, a 'structret train' run directory or a model folder; give two or more.")
+@click.option("--label", "labels", multiple=True, metavar="TEXT",
+              help="Name of each --model in the figures, in the same order (default: the names as given).")
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
               help="Folder for ranking-probability.png and embeddings-2d.png.")
 @click.option("--pairs", "-n", default=200, show_default=True, type=int,
@@ -752,7 +754,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
 @click.option("--links", is_flag=True, help="Draw a line from each docstring to its code in Figure 4.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sample and of the projection.")
 @click.option("--batch-size", default=32, show_default=True)
-def plot(data, split, data_options, models, out, pairs, pool, similarity, temperature, projection, links, seed,
+def plot(data, split, data_options, models, labels, out, pairs, pool, similarity, temperature, projection, links, seed,
          batch_size):
     """SANTA's Figures 3 and 4 for two or more models, as PNGs and numbers.
 
@@ -769,7 +771,7 @@ def plot(data, split, data_options, models, out, pairs, pool, similarity, temper
       structret train --recipe minilm-code --data codesearchnet:stdlib.jsonl.gz --set max_steps=10 --out runs/sda
       structret plot --data codesearchnet:stdlib.jsonl.gz --split test --model minilm --model runs/sda --out figs
       structret plot --data codesearchnet:stdlib.jsonl.gz --model minilm --model runs/sda --projection umap \\
-          --pairs 64 --links --out figs
+          --pairs 64 --links --label zero-shot --label "SDA, 10 steps" --out figs
     """
     from structret.data import parse_options
     from structret.figures import plot_figures
@@ -780,7 +782,7 @@ def plot(data, split, data_options, models, out, pairs, pool, similarity, temper
     report = plot_figures(list(models), data, out, split=split, data_options=parse_options(data_options),
                           pairs=pairs, pool=pool, similarity=similarity, temperature=temperature,
                           projection=projection, links=links, seed=seed, batch_size=batch_size,
-                          echo=lambda line: click.echo(line, err=True))
+                          labels=list(labels) or None, echo=lambda line: click.echo(line, err=True))
     click.echo(report.summary())
 
 

@@ -24,6 +24,7 @@ numpy, scikit-learn, umap-learn and matplotlib are imported inside the functions
 from __future__ import annotations
 
 import random
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -172,7 +173,10 @@ def project(vectors, method: str = "tsne", *, seed: int = 0):
         except ImportError:
             raise StructretError(_install("umap-learn", "UMAP")) from None
         reducer = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="cosine", random_state=seed)
-        return reducer.fit_transform(vectors)
+        with warnings.catch_warnings():
+            # a fixed random_state makes UMAP run on one thread, and it warns about that each time
+            warnings.filterwarnings("ignore", message="n_jobs value", category=UserWarning)
+            return reducer.fit_transform(vectors)
     raise StructretError(f"projection {method!r}: use one of {', '.join(PROJECTIONS)}.")
 
 
@@ -276,11 +280,13 @@ def _labels(names: Sequence[str]) -> list[str]:
 def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: str | None = "test",
                  data_options: dict[str, Any] | None = None, pairs: int = 200, pool: str = "sampled",
                  similarity: str | None = None, temperature: float | None = None, projection: str = "tsne",
-                 links: bool = False, seed: int = 0, batch_size: int = 32, echo=None) -> FiguresReport:
+                 links: bool = False, seed: int = 0, batch_size: int = 32, labels: Sequence[str] | None = None,
+                 echo=None) -> FiguresReport:
     """SANTA's Figures 3 and 4 for ``models`` (backbone names, runs of ``structret train`` or model
     folders, as ``structret.load_model`` takes them) on ``pairs`` aligned pairs of ``data``'s
     ``split``: writes ``out/ranking-probability.png`` and ``out/embeddings-2d.png`` and returns
-    the numbers (``FiguresReport.summary()`` prints them).
+    the numbers (``FiguresReport.summary()`` prints them). ``labels`` name the models in the
+    figures and the table (default: the names as given).
 
     Raises StructretError (a sentence) for fewer than two models, an unknown model, an empty
     split, fewer than 2 pairs or more pairs than the split has."""
@@ -292,6 +298,9 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
     if len(models) < 2:
         raise StructretError(f"give at least two models to compare (got {len(models)}), e.g. "
                              f"--model minilm --model runs/sda.")
+    if labels is not None and len(labels) != len(models):
+        raise StructretError(f"{len(labels)} labels for {len(models)} models: give one --label per --model, "
+                             f"in the same order, or none.")
     if pool not in POOLS:
         raise StructretError(f"pool {pool!r}: use one of {', '.join(POOLS)}.")
     if projection not in PROJECTIONS:
@@ -316,7 +325,7 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
     position = {d: i for i, d in enumerate(pool_ids)}
     positives = [position[d] for _, d in chosen]
 
-    labels = _labels(list(models))
+    labels = _labels(list(labels or models))
     loaded = []
     for label, name in zip(labels, models):
         say(f"loading {label}")
@@ -375,17 +384,17 @@ def draw_ranking(report: FiguresReport, path: Path) -> Path:
     import numpy as np
 
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    bins = np.linspace(0.0, 1.0, 26)
-    for m in report.models:
-        ax.hist(m.probabilities, bins=bins, alpha=0.55, label=f"{m.label} (mean {m.mean:.3f}, median {m.median:.3f})",
-                edgecolor="black", linewidth=0.4)
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    bins = np.linspace(0.0, 1.0, 21)
+    # bars side by side per bin: overlaid translucent histograms of 3+ models are unreadable
+    ax.hist([m.probabilities for m in report.models], bins=bins, edgecolor="black", linewidth=0.3,
+            label=[f"{m.label} (mean {m.mean:.3f}, median {m.median:.3f})" for m in report.models])
     ax.axvline(1 / report.pool_size, color="grey", linestyle=":", linewidth=1, label="uniform (1 / pool)")
     ax.set_xlabel(f"ranking probability of the positive: softmax({report.similarity} / {report.temperature:g})")
     ax.set_ylabel(f"queries (of {report.pairs})")
     ax.set_xlim(0, 1)
     ax.set_title(f"Ranking probability of matched pairs — {' vs '.join(m.label for m in report.models)}\n"
-                 f"{report.data}; pool: {report.pool_text()}", fontsize=9)
+                 f"{report.data}\npool: {report.pool_text()}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -410,10 +419,11 @@ def draw_embeddings(report: FiguresReport, path: Path, *, links: bool = False) -
                      f"own code nearest {m.own_nearest_2d:.2f}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.legend(fontsize=8, loc="best")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=9)  # once, below: not over any points
     fig.suptitle(f"{report.projection.upper() if report.projection == 'umap' else 't-SNE'} of {n} docstring and "
                  f"{n} code embeddings — {report.data}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -130,8 +130,10 @@ def test_the_command_runs_end_to_end_and_the_full_pool_is_the_split(tmp_path, ti
                                                                    pairs_file):
     result = CliRunner().invoke(cli, ["plot", "--data", f"codesearchnet:{pairs_file}", "--model", str(tiny_bert_dir),
                                       "--model", str(other_bert_dir), "--pairs", "5", "--pool", "full",
-                                      "--temperature", "0.1", "--links", "--out", str(tmp_path / "f")])
+                                      "--temperature", "0.1", "--links", "--label", "first", "--label", "second",
+                                      "--out", str(tmp_path / "f")])
     assert result.exit_code == 0, result.output
+    assert "\n  first " in result.output and "\n  second " in result.output  # the labels name the table's rows
     assert "softmax(cos / 0.1) over the split's 8 documents" in result.output
     assert (tmp_path / "f" / "embeddings-2d.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -142,6 +144,7 @@ def test_the_command_runs_end_to_end_and_the_full_pool_is_the_split(tmp_path, ti
     (["--model", "M", "--model", "M", "--split", "valid"], "has no documents"),
     (["--model", "M", "--model", "M", "--pairs", "1"], "at least 2 pairs"),
     (["--model", "M", "--model", "M", "--pairs", "9"], "more than the 8 aligned pairs"),
+    (["--model", "M", "--model", "M", "--label", "only one"], "1 labels for 2 models"),
 ])
 def test_bad_input_is_one_sentence_not_a_traceback(tmp_path, tiny_bert_dir, pairs_file, args, message):
     args = [str(tiny_bert_dir) if a == "M" else a for a in args]
