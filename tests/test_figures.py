@@ -14,13 +14,8 @@ from click.testing import CliRunner
 import structret
 from structret.cli import cli
 from structret.errors import DataError, StructretError
-from structret.figures import (
-    alignment,
-    own_nearest,
-    plot_figures,
-    ranking_probabilities,
-    resolve_scoring,
-)
+from structret.figures import plot_figures, sample_pairs
+from structret.figures.measures import alignment, own_nearest, ranking_probabilities, resolve_scoring
 from structret.testing import build_tiny_bert
 
 _FUNCTIONS = [
@@ -155,7 +150,6 @@ def test_bad_input_is_one_sentence_not_a_traceback(tmp_path, tiny_bert_dir, pair
 
 
 def test_a_split_with_one_pair_is_refused(tmp_path):
-    from structret.figures import sample_pairs
     from structret.records import Dataset, Query, ReadStats, TextRecord
 
     one = Dataset("one", {"d": TextRecord("d", "x")}, {"q": Query("q", "y")}, {"q": {"d": 1}}, ReadStats(),
