@@ -156,3 +156,13 @@ def test_a_split_with_one_pair_is_refused(tmp_path):
                   pairs=[("q", "d")])
     with pytest.raises(DataError, match="has 1 aligned"):
         sample_pairs(one, 1)
+
+
+def test_without_reader_pairs_each_query_takes_its_most_relevant_document():
+    from structret.figures import aligned_pairs
+    from structret.records import Dataset, Query, ReadStats, TextRecord
+
+    corpus = {d: TextRecord(d, d) for d in ("a", "b", "c")}
+    queries = {q: Query(q, q) for q in ("q1", "q2", "q3")}
+    graded = Dataset("graded", corpus, queries, {"q1": {"a": 1, "b": 3}, "q2": {"c": 2}, "q3": {"a": 0}}, ReadStats())
+    assert aligned_pairs(graded) == [("q1", "b"), ("q2", "c")]  # q3 has nothing relevant
