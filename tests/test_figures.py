@@ -136,13 +136,15 @@ def test_the_command_runs_end_to_end_and_the_full_pool_is_the_split(tmp_path, ti
 @pytest.mark.parametrize("args, message", [
     (["--model", "nosuchmodel", "--model", "minilm"], "unknown backbone 'nosuchmodel'"),
     (["--model", "minilm"], "at least two --model"),
+    (["--model", "M", "--model", "MISSING"], "does not exist"),
     (["--model", "M", "--model", "M", "--split", "valid"], "has no documents"),
     (["--model", "M", "--model", "M", "--pairs", "1"], "at least 2 pairs"),
     (["--model", "M", "--model", "M", "--pairs", "9"], "more than the 8 aligned pairs"),
     (["--model", "M", "--model", "M", "--label", "only one"], "1 labels for 2 models"),
 ])
 def test_bad_input_is_one_sentence_not_a_traceback(tmp_path, tiny_bert_dir, pairs_file, args, message):
-    args = [str(tiny_bert_dir) if a == "M" else a for a in args]
+    given = {"M": str(tiny_bert_dir), "MISSING": str(tmp_path / "no-such-run")}
+    args = [given.get(a, a) for a in args]
     result = CliRunner().invoke(cli, ["plot", "--data", f"codesearchnet:{pairs_file}", *args,
                                       "--out", str(tmp_path / "f")])
     assert result.exit_code != 0 and message in result.output, result.output

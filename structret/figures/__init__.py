@@ -72,12 +72,15 @@ def sample_pairs(dataset, n: int, *, seed: int = 0, where: str = "") -> list[tup
 
 
 def _check_name(name: str) -> None:
-    """Raise load_model's error for a name that is neither a backbone nor a path or hub id,
-    without loading anything (load_model raises before loading for exactly these)."""
+    """Raise load_model's error now, before the data is read or any model loaded, for an unknown
+    name or a local path that does not exist: load_model fails on those before loading weights.
+    A hub id (org/name) is left to load_model."""
     from structret.api.models import load_model  # the module: structret.api imports this package
     from structret.registry import get_registry
 
-    if not get_registry().has("backbone", name) and not (Path(name).exists() or "/" in name):
+    if get_registry().has("backbone", name) or Path(name).exists():
+        return
+    if "/" not in name or name.startswith(("/", ".", "~")):
         load_model(name)
 
 
@@ -128,7 +131,7 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
         raise StructretError(f"temperature must be positive, got {temperature}.")
     say = echo or (lambda line: None)
     for name in models:
-        _check_name(name)  # a typo fails now, not after the data is read
+        _check_name(name)  # a typo fails in a second, not after the data is read and other models loaded
 
     dataset = load_dataset(data, split, **(data_options or {}))
     where = f"the '{split}' split of {data}" if split else data
