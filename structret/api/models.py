@@ -85,13 +85,19 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     ``name_or_path`` is a registered backbone (``minilm``; ``model=`` then overrides its
     weights), a run directory or checkpoint of ``structret train`` (its backbone, final
     weights and text format), or a Hugging Face hub id / local model folder (a T5-family
-    config gives the ``t5`` backbone, anything else ``hf-encoder``). ``options`` go to the
+    config gives the ``t5`` backbone, anything else ``hf-encoder``), or a folder of
+    ``structret export --format onnx`` (encoded by onnxruntime without torch; ``variant="int8"``
+    for its quantized graph). ``options`` go to the
     backbone factory (``dtype="fp32"``, ``max_length=128``, ...). ``verify=False`` loads a
     run whose files do not match its checksums.json (a warning says so).
 
     Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
     ModelLoadError when the weights cannot be loaded.
     """
+    from structret.exporting.onnx_encoder import is_onnx_export, load_onnx_model
+
+    if is_onnx_export(name_or_path):  # 'structret export --format onnx': onnxruntime, no torch
+        return load_onnx_model(name_or_path, **options)
     registry = get_registry()
     model = options.pop("model", None)
     if registry.has("backbone", name_or_path):
