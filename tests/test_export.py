@@ -150,7 +150,8 @@ def test_onnx_graphs_give_the_runs_vectors(onnx_dir, model, variant, floor):
 def test_the_onnx_export_prints_its_check_and_speeds(onnx_dir):
     out, lines = onnx_dir
     text = "\n".join(lines)
-    assert "onnx fp32: min cosine to the torch model" in text and "onnx int8: min cosine" in text
+    assert "onnx fp32: min cosine to the torch model" in text
+    assert "onnx int8 (every weight matrix int8): min cosine to the torch model" in text
     speeds = next(line for line in lines if line.startswith("speed"))
     assert all(f"{what} " in speeds for what in ("torch", "onnx fp32", "onnx int8")) and "texts/s" in speeds
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -164,6 +165,29 @@ def test_the_onnx_export_fails_when_a_graph_differs_from_the_run(onnx_dir, model
     monkeypatch.setattr(OnnxEncoder, "encode", lambda self, texts, **kw: -real(self, texts, **kw))
     with pytest.raises(ExportError, match=r"ONNX fp32 graph .* differ from the run's"):
         onnx_graph.check_onnx(model, onnx_dir[0], echo=lambda line: None, min_seconds=0.01)
+
+
+def test_int8_keeps_more_in_fp32_until_it_passes_and_fails_clearly_when_nothing_does(onnx_dir, model, tmp_path,
+                                                                                       monkeypatch):
+    import shutil
+
+    from structret.exporting import onnx_graph
+
+    out = tmp_path / "copy"
+    shutil.copytree(onnx_dir[0], out)
+    assert json.loads((out / "structret_onnx.json").read_text(encoding="utf-8"))["int8"] == "none"
+    ffn = onnx_graph.feed_forward_matmuls(out / "model.onnx", model.dim)
+    assert len(ffn["in"]) == len(ffn["out"]) == 2  # the tiny BERT's two layers
+    levels = []
+    real = onnx_graph.quantize
+    monkeypatch.setattr(onnx_graph, "quantize", lambda *a, level="none", **kw: (levels.append(level),
+                                                                               real(*a, level=level, **kw)))
+    monkeypatch.setattr(onnx_graph, "INT8_COSINE", 1.5)  # no graph can reach it
+    lines = []
+    with pytest.raises(ExportError, match="no int8 graph .* within cosine 1.5 .*model.onnx \\(fp32\\) may"):
+        onnx_graph.check_onnx(model, out, echo=lines.append, min_seconds=0.01)
+    assert levels == ["ffn-output", "ffn"]
+    assert sum("keeping more of it in fp32" in line for line in lines) == 3
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
