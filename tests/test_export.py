@@ -167,16 +167,12 @@ def test_the_onnx_export_fails_when_a_graph_differs_from_the_run(onnx_dir, model
         onnx_graph.check_onnx(model, onnx_dir[0], echo=lambda line: None, min_seconds=0.01)
 
 
-def test_int8_keeps_more_in_fp32_until_it_passes_and_fails_clearly_when_nothing_does(onnx_dir, model, tmp_path,
-                                                                                       monkeypatch):
-    import shutil
-
+def test_int8_keeps_more_in_fp32_until_it_passes_and_a_failed_export_leaves_nothing(run, onnx_dir, model, tmp_path,
+                                                                                    monkeypatch):
     from structret.exporting import onnx_graph
 
-    out = tmp_path / "copy"
-    shutil.copytree(onnx_dir[0], out)
-    assert json.loads((out / "structret_onnx.json").read_text(encoding="utf-8"))["int8"] == "none"
-    ffn = onnx_graph.feed_forward_matmuls(out / "model.onnx", model.dim)
+    assert json.loads((onnx_dir[0] / "structret_onnx.json").read_text(encoding="utf-8"))["int8"] == "none"
+    ffn = onnx_graph.feed_forward_matmuls(onnx_dir[0] / "model.onnx", model.dim)
     assert len(ffn["in"]) == len(ffn["out"]) == 2  # the tiny BERT's two layers
     levels = []
     real = onnx_graph.quantize
@@ -184,10 +180,12 @@ def test_int8_keeps_more_in_fp32_until_it_passes_and_fails_clearly_when_nothing_
                                                                                real(*a, level=level, **kw)))
     monkeypatch.setattr(onnx_graph, "INT8_COSINE", 1.5)  # no graph can reach it
     lines = []
-    with pytest.raises(ExportError, match="no int8 graph .* within cosine 1.5 .*model.onnx \\(fp32\\) may"):
-        onnx_graph.check_onnx(model, out, echo=lines.append, min_seconds=0.01)
-    assert levels == ["ffn-output", "ffn"]
+    (tmp_path / "out").mkdir()  # empty: allowed, and kept empty when the export fails
+    with pytest.raises(ExportError, match="no int8 graph comes within cosine 1.5 .* nothing was written"):
+        export_run(run, "onnx", tmp_path / "out", echo=lines.append)
+    assert levels == ["none", "ffn-output", "ffn"]
     assert sum("keeping more of it in fp32" in line for line in lines) == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and not any((tmp_path / "out").iterdir())
 
 
 def _python(code: str) -> subprocess.CompletedProcess:

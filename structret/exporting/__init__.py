@@ -7,6 +7,8 @@ torch-free loader that ``structret serve --model EXPORT_DIR`` uses.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,11 +84,19 @@ def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, veri
     require(*(("sentence_transformers",) if fmt == "sentence-transformers" else ("onnx", "onnxruntime")))
     model = open_run(run, verify=verify)
     if fmt == "sentence-transformers":
-        from structret.exporting.st_folder import write_sentence_transformers
-
-        write_sentence_transformers(model, Path(run), out, echo=echo)
+        from structret.exporting.st_folder import write_sentence_transformers as write
     else:
-        from structret.exporting.onnx_graph import write_onnx
-
-        write_onnx(model, Path(run), out, echo=echo)
+        from structret.exporting.onnx_graph import write_onnx as write
+    # written beside ``out`` and renamed when checked: an export that fails its check leaves nothing to misuse
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write(model, Path(run), tmp, shown=out, echo=echo)
+        if out.exists():
+            out.rmdir()  # empty, as checked above
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    echo(f"wrote {out}")
     return out

@@ -115,13 +115,15 @@ def quantize(fp32: Path, int8: Path, *, level: str = "none", hidden: int) -> Non
     ffn = feed_forward_matmuls(fp32, hidden)
     keep = {"none": [], "ffn-output": ffn["out"], "ffn": ffn["in"] + ffn["out"]}[level]
     # per-channel: one scale per output column keeps small or uneven weight matrices accurate.
+    # Gather: the embedding tables, a quarter of the size in int8 (MiniLM: 59 -> 23 MB) at no
+    # measurable cost in cosine.
     # Its root-logger advice to pre-process first is hidden: the cosine check judges the result.
     root = logging.getLogger()
     before = root.level
     root.setLevel(logging.ERROR)
     try:
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"], nodes_to_exclude=keep)
+                         op_types_to_quantize=["MatMul", "Gather"], nodes_to_exclude=keep)
     finally:
         root.setLevel(before)
 
@@ -140,7 +142,9 @@ def write_graphs(model: Any, out: Path, *, source: str) -> None:
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
-def write_onnx(model: Any, run: Path, out: Path, *, echo: Callable[[str], None] = print) -> None:
+def write_onnx(model: Any, run: Path, out: Path, *, shown: Path | None = None,
+               echo: Callable[[str], None] = print) -> None:
+    """The graphs and tokenizer in ``out``, checked; ``shown``: where they will be (the model card names it)."""
     from structret.exporting import ExportError
 
     b = model.backbone
@@ -149,9 +153,8 @@ def write_onnx(model: Any, run: Path, out: Path, *, echo: Callable[[str], None] 
                           f"tokenizer), which the torch-free loader needs.")
     write_graphs(model, out, source=str(run))
     checks = check_onnx(model, out, echo=echo)
-    (out / "README.md").write_text(model_card(model, run, fmt="onnx", usage=USAGE.format(out=out, name=model.name),
-                                              checks=checks), encoding="utf-8")
-    echo(f"wrote {out}")
+    usage = USAGE.format(out=shown or out, name=model.name)
+    (out / "README.md").write_text(model_card(model, run, fmt="onnx", usage=usage, checks=checks), encoding="utf-8")
 
 
 def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
@@ -178,8 +181,8 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
     lines.append(f"onnx fp32: min cosine to the torch model {found:.6f} (needs >= {FP32_COSINE})")
     echo(lines[-1])
     if found < FP32_COSINE:
-        raise ExportError(f"the ONNX fp32 graph in {out} gives vectors that differ from the run's (cosine "
-                          f"{found:.6f} < {FP32_COSINE}); do not use it. Report this with the run's backbone.")
+        raise ExportError(f"the ONNX fp32 graph gives vectors that differ from the run's (cosine "
+                          f"{found:.6f} < {FP32_COSINE}), so nothing was written. Report this with the run's backbone.")
     speed["onnx fp32"] = texts_per_second(lambda t: fp32.encode(t, kind="document"), SAMPLE_DOCUMENTS,
                                           min_seconds=min_seconds)
     tried = []
@@ -193,8 +196,8 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
             break
         echo(f"onnx int8 ({what}): min cosine {found:.6f} < {INT8_COSINE}; keeping more of it in fp32")
     else:
-        raise ExportError(f"no int8 graph of {out} comes within cosine {INT8_COSINE} of the run's vectors "
-                          f"({'; '.join(tried)}); model_int8.onnx must not be used, model.onnx (fp32) may.")
+        raise ExportError(f"no int8 graph comes within cosine {INT8_COSINE} of the run's vectors "
+                          f"({'; '.join(tried)}), so nothing was written; the fp32 graph passed.")
     _record_int8_level(out, level)
     lines.append(f"onnx int8 ({what}): min cosine to the torch model {found:.6f} (needs >= {INT8_COSINE})")
     echo(lines[-1])

@@ -23,7 +23,9 @@ scores = model.similarity(queries, documents)
 """
 
 
-def write_sentence_transformers(model: Any, run: Path, out: Path, *, echo: Callable[[str], None] = print) -> None:
+def write_sentence_transformers(model: Any, run: Path, out: Path, *, shown: Path | None = None,
+                                echo: Callable[[str], None] = print) -> None:
+    """The folder in ``out``, checked; ``shown``: where it will be (the model card names it)."""
     b = model.backbone
     out.mkdir(parents=True, exist_ok=True)
     # the backbone writes the weights, tokenizer, modules.json, pooling and max_seq_length itself
@@ -39,8 +41,8 @@ def write_sentence_transformers(model: Any, run: Path, out: Path, *, echo: Calla
     for line in checks:
         echo(line)
     (out / "README.md").write_text(model_card(model, run, fmt="sentence-transformers",
-                                              usage=USAGE.format(out=out), checks=checks), encoding="utf-8")
-    echo(f"wrote {out}")
+                                              usage=USAGE.format(out=shown or out), checks=checks),
+                                     encoding="utf-8")
 
 
 def check_sentence_transformers(model: Any, out: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +56,9 @@ def check_sentence_transformers(model: Any, out: Path) -> tuple[np.ndarray, np.n
     d = cosines(st.encode_document(SAMPLE_DOCUMENTS, convert_to_numpy=True), model.encode_document(SAMPLE_DOCUMENTS))
     worst = min(q.min(), d.min())
     if worst < FP32_COSINE:
-        raise ExportError(f"SentenceTransformer({out}) gives vectors that differ from the run's (cosine {worst:.6f} "
-                          f"< {FP32_COSINE}); the folder was left for inspection but should not be used.")
+        raise ExportError(f"SentenceTransformer loads the exported folder but gives vectors that differ from the "
+                          f"run's (cosine {worst:.6f} < {FP32_COSINE}), so nothing was written. Report this with "
+                          f"the run's backbone.")
     return q, d
 
 
