@@ -76,6 +76,12 @@ def onnx_dir(run, tmp_path_factory) -> tuple[Path, list[str]]:
     return out, lines
 
 
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 # --- sentence-transformers -----------------------------------------------------------------
 
 
@@ -107,6 +113,7 @@ def test_the_model_card_says_what_the_run_was_and_that_nothing_was_benchmarked(r
     card = (out / "README.md").read_text(encoding="utf-8")
     assert f"Base model: `{lively_bert_dir}`" in card
     assert "objectives: `sda`" in card and "functions.jsonl.gz" in card
+    assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~_umask())  # not mkdtemp's private 0700
     assert "Steps: 2 × batch 4 = 8 training examples seen" in card
     assert "unknown: check the base model's licence" in card
     assert "No benchmark numbers are recorded" in card

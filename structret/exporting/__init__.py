@@ -94,6 +94,9 @@ def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, veri
         write(model, Path(run), tmp, shown=out, echo=echo)
         if out.exists():
             out.rmdir()  # empty, as checked above
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp made it private; an export is meant to be shared
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -98,7 +98,8 @@ def model_card(model: Any, run: Path, *, fmt: str, usage: str, checks: list[str]
         "## Training",
         "",
         f"- Recipe: `{f['recipe']}`; objectives: `{f['objective']}`",
-        f"- Data: `{f['data']}`" + (f" (split {f['split']})" if f["split"] else ""),
+        f"- Data: `{f['data']}`" + (f" (split {f['split']})" if f["split"] else "")
+        + "; the run does not record how many pairs it holds",
     ]
     if f["steps"] is not None:
         seen = f" × batch {f['batch_size']} = {f['steps'] * f['batch_size']} training examples seen" \

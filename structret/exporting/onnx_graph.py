@@ -151,7 +151,7 @@ def write_onnx(model: Any, run: Path, out: Path, *, shown: Path | None = None,
     if not getattr(b.tokenizer, "is_fast", False):
         raise ExportError(f"{run}'s tokenizer ({type(b.tokenizer).__name__}) has no tokenizer.json (not a fast "
                           f"tokenizer), which the torch-free loader needs.")
-    write_graphs(model, out, source=str(run))
+    write_graphs(model, out, source=str(run.resolve()))
     checks = check_onnx(model, out, echo=echo)
     usage = USAGE.format(out=shown or out, name=model.name)
     (out / "README.md").write_text(model_card(model, run, fmt="onnx", usage=usage, checks=checks), encoding="utf-8")
