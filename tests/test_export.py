@@ -238,6 +238,15 @@ def test_an_index_built_with_the_run_is_served_through_its_onnx_export_without_t
     assert got["health"]["backbone"] == "onnx" and got["health"]["model"] == model.name
 
 
+def test_an_onnx_export_says_which_options_it_takes(onnx_dir):
+    from structret.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="takes variant='fp32'\\|'int8' and threads=N, not max_length"):
+        structret.load_model(str(onnx_dir[0]), max_length=32)
+    with pytest.raises(ModelLoadError, match="variant='int4': use 'fp32' or 'int8'"):
+        structret.load_model(str(onnx_dir[0]), variant="int4")
+
+
 def test_an_index_of_another_model_refuses_the_onnx_export(onnx_dir, tiny_bert_dir, tmp_path):  # noqa: F811
     from structret.errors import ArtifactError
 

@@ -100,8 +100,12 @@ class OnnxEncoder:
         return f"OnnxEncoder({str(self.directory)!r}, variant={self.variant!r}, model={self.name!r}, dim={self.dim})"
 
 
-def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None) -> Any:
+def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None,
+                    **unknown: Any) -> Any:
     """A structret ``Model`` (encode_query / encode_document) over an ONNX export, without torch."""
+    if unknown:
+        raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
+                             f"not {', '.join(sorted(unknown))}; its other settings were fixed when it was exported.")
     from structret.api.models import Model
     from structret.linearization import TextFormat
 
