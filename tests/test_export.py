@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -43,8 +44,10 @@ def lively_bert_dir(tmp_path_factory, tiny_bert_dir) -> Path:  # noqa: F811
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in net.named_parameters():
+            # shared by every text (positions, token types) stays small, so the words tell texts apart
+            scale = 0.02 if "position" in name or "token_type" in name else 1.0 if "word" in name else 0.3
             if "LayerNorm" not in name:
-                p.copy_(torch.randn(p.shape, generator=generator) * 0.3)
+                p.copy_(torch.randn(p.shape, generator=generator) * scale)
     net.save_pretrained(out)
     for file in tiny_bert_dir.iterdir():
         if file.name.startswith(("tokenizer", "special_tokens", "vocab")):
@@ -158,7 +161,7 @@ def test_the_onnx_export_prints_its_check_and_speeds(onnx_dir):
     out, lines = onnx_dir
     text = "\n".join(lines)
     assert "onnx fp32: min cosine to the torch model" in text
-    assert "onnx int8 (every weight matrix int8): min cosine to the torch model" in text
+    assert re.search(r"onnx int8 \(.*\): min cosine to the torch model 0\.99\d+ \(needs >= 0\.99\)", text)
     speeds = next(line for line in lines if line.startswith("speed"))
     assert all(f"{what} " in speeds for what in ("torch", "onnx fp32", "onnx int8")) and "texts/s" in speeds
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -178,7 +181,7 @@ def test_int8_keeps_more_in_fp32_until_it_passes_and_a_failed_export_leaves_noth
                                                                                     monkeypatch):
     from structret.exporting import onnx_graph
 
-    assert json.loads((onnx_dir[0] / "structret_onnx.json").read_text(encoding="utf-8"))["int8"] == "none"
+    assert json.loads((onnx_dir[0] / "structret_onnx.json").read_text(encoding="utf-8"))["int8"] in onnx_graph.INT8_LEVELS
     ffn = onnx_graph.feed_forward_matmuls(onnx_dir[0] / "model.onnx", model.dim)
     assert len(ffn["in"]) == len(ffn["out"]) == 2  # the tiny BERT's two layers
     levels = []
