@@ -181,7 +181,7 @@ def test_int8_keeps_more_in_fp32_until_it_passes_and_a_failed_export_leaves_noth
                                                                                     monkeypatch):
     from structret.exporting import onnx_graph
 
-    assert json.loads((onnx_dir[0] / "structret_onnx.json").read_text(encoding="utf-8"))["int8"] in onnx_graph.INT8_LEVELS
+    assert json.loads((onnx_dir[0] / "onnx_export.json").read_text(encoding="utf-8"))["int8"] in onnx_graph.INT8_LEVELS
     ffn = onnx_graph.feed_forward_matmuls(onnx_dir[0] / "model.onnx", model.dim)
     assert len(ffn["in"]) == len(ffn["out"]) == 2  # the tiny BERT's two layers
     levels = []

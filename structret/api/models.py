@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -94,7 +95,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
     ModelLoadError when the weights cannot be loaded.
     """
-    from structret.exporting.onnx_encoder import is_onnx_export, load_onnx_model
+    from structret.exporting.onnx_encoder import is_onnx_export
 
     if is_onnx_export(name_or_path):  # 'structret export --format onnx': onnxruntime, no torch
         return load_onnx_model(name_or_path, **options)
@@ -112,6 +113,22 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
             raise PluginError(f"{exc} A run directory of 'structret train', a model folder or a hub id "
                               f"(org/name) also works.") from None
     return open_model(None, str(name_or_path), options, verify=verify)
+
+
+def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None,
+                    **unknown: Any) -> Model:
+    """A Model over a folder of ``structret export --format onnx``: onnxruntime and tokenizers, no torch."""
+    from structret.errors import ModelLoadError
+    from structret.exporting.onnx_encoder import OnnxEncoder
+    from structret.linearization import TextFormat
+
+    if unknown:
+        raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
+                             f"not {', '.join(sorted(unknown))}; its other settings were fixed when it was exported.")
+    encoder = OnnxEncoder(directory, variant=variant, threads=threads)
+    # the export refuses runs with a text format, so records are read as their own text()
+    return Model(encoder, backbone_name="onnx", model=str(directory), options={"variant": variant},
+                 text_format=TextFormat(), recipe=encoder.meta.get("recipe") or {})
 
 
 def open_model(backbone: str | None, model: str | None = None, options: dict[str, Any] | None = None, *,

@@ -12,26 +12,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from structret.errors import StructretError
+from structret.exporting.errors import ExportError, require
+
+__all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "open_run", "require"]
 
 FORMATS = ("sentence-transformers", "onnx")
 # backbones whose vectors are one encoder forward plus CLS/mean pooling (and normalisation):
 # what both formats can hold
 PLAIN_ENCODERS = ("hf-encoder", "minilm", "bert-base")
-
-
-class ExportError(StructretError):
-    """A run that cannot be exported faithfully, or an export that does not match it."""
-
-
-def require(*modules: str) -> None:
-    """ExportError naming the install command when an optional dependency of export is missing."""
-    import importlib.util
-
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ExportError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed; "
-                          f"pip install 'structret[export]' adds what structret export needs.")
 
 
 def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:

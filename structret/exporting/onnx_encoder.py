@@ -2,7 +2,7 @@
 no transformers, so a search server starts in a fraction of the time and memory.
 
 The folder is what ``structret export RUN --format onnx`` writes: ``model.onnx`` (fp32),
-``model_int8.onnx`` (dynamically quantized), ``tokenizer.json`` and ``structret_onnx.json``
+``model_int8.onnx`` (dynamically quantized), ``tokenizer.json`` and ``onnx_export.json``
 (pooling, normalisation, max_length, prefixes, and the identity of the model it came from).
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from structret.errors import ModelLoadError
 
-ONNX_META = "structret_onnx.json"
+ONNX_META = "onnx_export.json"
 VARIANTS = {"fp32": "model.onnx", "int8": "model_int8.onnx"}
 
 
@@ -37,7 +37,7 @@ class OnnxEncoder:
     plugin_name = "onnx"
 
     def __init__(self, directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None):
-        from structret.exporting import require
+        from structret.exporting.errors import require
 
         require("onnxruntime", "tokenizers")
         import onnxruntime as ort
@@ -98,17 +98,3 @@ class OnnxEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({str(self.directory)!r}, variant={self.variant!r}, model={self.name!r}, dim={self.dim})"
-
-
-def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None,
-                    **unknown: Any) -> Any:
-    """A structret ``Model`` (encode_query / encode_document) over an ONNX export, without torch."""
-    if unknown:
-        raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
-                             f"not {', '.join(sorted(unknown))}; its other settings were fixed when it was exported.")
-    from structret.api.models import Model
-    from structret.linearization import TextFormat
-
-    encoder = OnnxEncoder(directory, variant=variant, threads=threads)
-    return Model(encoder, backbone_name="onnx", model=str(directory), options={"variant": variant},
-                 text_format=TextFormat(), recipe=encoder.meta.get("recipe") or {})

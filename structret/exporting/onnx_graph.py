@@ -19,9 +19,9 @@ USAGE = """\
 Without torch (onnxruntime and tokenizers only):
 
 ```python
-from structret.exporting.onnx_encoder import load_onnx_model
+import structret                             # loads no torch for an ONNX folder
 
-model = load_onnx_model("{out}")              # variant="int8" for the quantized graph
+model = structret.load_model("{out}")         # variant="int8" for the quantized graph
 queries = model.encode_query(["read a config file"])
 documents = model.encode_document(["def read_config(path): ..."])
 ```
@@ -129,7 +129,7 @@ def quantize(fp32: Path, int8: Path, *, level: str = "none", hidden: int) -> Non
 
 
 def write_graphs(model: Any, out: Path, *, source: str) -> None:
-    """model.onnx, model_int8.onnx, the tokenizer and structret_onnx.json in ``out``, unchecked."""
+    """model.onnx, model_int8.onnx, the tokenizer and onnx_export.json in ``out``, unchecked."""
     b = model.backbone
     out.mkdir(parents=True, exist_ok=True)
     export_graph(b, out / VARIANTS["fp32"])
@@ -145,7 +145,7 @@ def write_graphs(model: Any, out: Path, *, source: str) -> None:
 def write_onnx(model: Any, run: Path, out: Path, *, shown: Path | None = None,
                echo: Callable[[str], None] = print) -> None:
     """The graphs and tokenizer in ``out``, checked; ``shown``: where they will be (the model card names it)."""
-    from structret.exporting import ExportError
+    from structret.exporting.errors import ExportError
 
     b = model.backbone
     if not getattr(b.tokenizer, "is_fast", False):
@@ -163,7 +163,7 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
     thresholds. The int8 graph is quantized again, keeping more in fp32, until it passes."""
     import torch
 
-    from structret.exporting import ExportError
+    from structret.exporting.errors import ExportError
 
     threads = torch.get_num_threads()  # onnxruntime gets as many threads as torch has: a fair comparison
     reference = {"query": model.encode_query(SAMPLE_QUERIES), "document": model.encode_document(SAMPLE_DOCUMENTS)}

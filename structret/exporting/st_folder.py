@@ -49,7 +49,7 @@ def check_sentence_transformers(model: Any, out: Path) -> tuple[np.ndarray, np.n
     """Cosines between SentenceTransformer(out) and ``model`` on sample texts; ExportError below FP32_COSINE."""
     from sentence_transformers import SentenceTransformer
 
-    from structret.exporting import ExportError
+    from structret.exporting.errors import ExportError
 
     st = SentenceTransformer(str(out), device="cpu")
     q = cosines(st.encode_query(SAMPLE_QUERIES, convert_to_numpy=True), model.encode_query(SAMPLE_QUERIES))
