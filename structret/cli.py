@@ -467,6 +467,35 @@ def serve(index_dir, model, host, port, extractor, extractor_options, language, 
 
 
 @cli.command()
+@click.argument("run")
+@click.option("--format", "fmt", required=True, type=click.Choice(["sentence-transformers", "onnx"]),
+              help="sentence-transformers: a folder SentenceTransformer(path) loads, with a model card. "
+                   "onnx: model.onnx (fp32) and model_int8.onnx (dynamic int8) with the tokenizer, for "
+                   "onnxruntime without torch.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="A new (or empty) directory.")
+@click.option("--no-verify", is_flag=True,
+              help="Export even if the run's files do not match its checksums.json (a warning says so).")
+def export(run, fmt, out, no_verify):
+    """Export a run of 'structret train' for use outside structret.
+
+    The exported vectors are checked against the run's own on sample texts (cosine at
+    least 0.9999; 0.99 for int8) and the export fails if they differ; for onnx the speed
+    of torch and of both graphs on this CPU is printed too. Runs whose vectors an export
+    cannot reproduce (aspect slots, informed heads, a text format, a T5 backbone) are
+    refused with the reason. Needs the export extra: pip install 'structret[export]'.
+
+    \b
+    Examples:
+      structret export runs/sda --format sentence-transformers --out exported/sda-st
+      structret export runs/sda --format onnx --out exported/sda-onnx
+      structret serve runs/idx --model exported/sda-onnx     # queries encoded without torch
+    """
+    from structret.exporting import export_run
+
+    export_run(run, fmt, out, verify=not no_verify, echo=lambda line: click.echo(line, err=True))
+
+
+@cli.command()
 @_apply(_data_options + _backbone_options)
 @click.option("--depth", default=100, show_default=True, help="Rank this many documents per query.")
 @click.option("--keep", default=30, show_default=True, help="Negatives kept per query, sampled from the top --depth.")

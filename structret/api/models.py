@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -85,13 +86,19 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     ``name_or_path`` is a registered backbone (``minilm``; ``model=`` then overrides its
     weights), a run directory or checkpoint of ``structret train`` (its backbone, final
     weights and text format), or a Hugging Face hub id / local model folder (a T5-family
-    config gives the ``t5`` backbone, anything else ``hf-encoder``). ``options`` go to the
+    config gives the ``t5`` backbone, anything else ``hf-encoder``), or a folder of
+    ``structret export --format onnx`` (encoded by onnxruntime without torch; ``variant="int8"``
+    for its quantized graph). ``options`` go to the
     backbone factory (``dtype="fp32"``, ``max_length=128``, ...). ``verify=False`` loads a
     run whose files do not match its checksums.json (a warning says so).
 
     Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
     ModelLoadError when the weights cannot be loaded.
     """
+    from structret.exporting.onnx_encoder import is_onnx_export
+
+    if is_onnx_export(name_or_path):  # 'structret export --format onnx': onnxruntime, no torch
+        return load_onnx_model(name_or_path, **options)
     registry = get_registry()
     model = options.pop("model", None)
     if registry.has("backbone", name_or_path):
@@ -106,6 +113,22 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
             raise PluginError(f"{exc} A run directory of 'structret train', a model folder or a hub id "
                               f"(org/name) also works.") from None
     return open_model(None, str(name_or_path), options, verify=verify)
+
+
+def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None,
+                    **unknown: Any) -> Model:
+    """A Model over a folder of ``structret export --format onnx``: onnxruntime and tokenizers, no torch."""
+    from structret.errors import ModelLoadError
+    from structret.exporting.onnx_encoder import OnnxEncoder
+    from structret.linearization import TextFormat
+
+    if unknown:
+        raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
+                             f"not {', '.join(sorted(unknown))}; its other settings were fixed when it was exported.")
+    encoder = OnnxEncoder(directory, variant=variant, threads=threads)
+    # the export refuses runs with a text format, so records are read as their own text()
+    return Model(encoder, backbone_name="onnx", model=str(directory), options={"variant": variant},
+                 text_format=TextFormat(), recipe=encoder.meta.get("recipe") or {})
 
 
 def open_model(backbone: str | None, model: str | None = None, options: dict[str, Any] | None = None, *,

@@ -1,0 +1,93 @@
+"""``structret export``: a trained run as a sentence-transformers folder or as ONNX (fp32 + int8).
+
+Nothing here imports torch at import time: ``structret.exporting.onnx_encoder`` is the
+torch-free loader that ``structret serve --model EXPORT_DIR`` uses.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from structret.exporting.errors import ExportError, require
+
+__all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "open_run", "require"]
+
+FORMATS = ("sentence-transformers", "onnx")
+# backbones whose vectors are one encoder forward plus CLS/mean pooling (and normalisation):
+# what both formats can hold
+PLAIN_ENCODERS = ("hf-encoder", "minilm", "bert-base")
+
+
+def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:
+    """The structret ``Model`` of a run of ``structret train``, refused (ExportError saying why)
+    unless an export can give the same vectors."""
+    from structret.api.models import open_model
+    from structret.retrieval import trained_model
+
+    path = Path(run)
+    if not path.exists():
+        raise ExportError(f"{path} does not exist; give the run directory 'structret train --out' wrote.")
+    if trained_model(str(path), verify=verify) is None:
+        raise ExportError(f"{path} is not a run of 'structret train' (no final/structret.json or "
+                          f"checksums.json in it); give the directory 'structret train --out' wrote, or one "
+                          f"of its checkpoints.")
+    # fp32: bf16 autocast (chosen on some CPUs) would make the reference vectors the export is checked against coarser
+    model = open_model(None, str(path), {"dtype": "fp32"}, verify=verify)
+    check_faithful(model, path)
+    return model
+
+
+def check_faithful(model: Any, where: Path) -> None:
+    """ExportError unless an encoder + pooling (+ normalisation) reproduces ``model``'s vectors."""
+    b = model.backbone
+    if model.backbone_name not in PLAIN_ENCODERS:
+        raise ExportError(f"{where} uses the {model.backbone_name} backbone; export handles encoder-only models "
+                          f"with CLS or mean pooling ({', '.join(PLAIN_ENCODERS)}). Its vectors would differ.")
+    if getattr(b, "aspect_slots", ()):
+        raise ExportError(f"{where} fuses aspect slots ({', '.join(b.aspect_slots)}) into its vectors "
+                          f"(aspect_fusion.safetensors), which neither format can hold; its export would give "
+                          f"different vectors, so it is refused.")
+    if getattr(b, "informed_layers", 0):
+        raise ExportError(f"{where} has informed attention heads (informed_layers={b.informed_layers}) that read "
+                          f"linearized code; an export would give different vectors, so it is refused.")
+    if model.text_format.name:
+        raise ExportError(f"{where} formats texts with the '{model.text_format.name}' text format before encoding, "
+                          f"which an exported model would not do; its vectors for the same records would "
+                          f"differ, so it is refused.")
+
+
+def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, verify: bool = True,
+               echo: Callable[[str], None] = print) -> Path:
+    """Write ``run`` to ``out`` as ``fmt`` (sentence-transformers or onnx) and check the
+    exported vectors against the run's own (ExportError if they differ); returns ``out``."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}.")
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"{out} already exists and is not empty; choose a new --out directory or remove it.")
+    require(*(("sentence_transformers",) if fmt == "sentence-transformers" else ("onnx", "onnxruntime")))
+    model = open_run(run, verify=verify)
+    if fmt == "sentence-transformers":
+        from structret.exporting.st_folder import write_sentence_transformers as write
+    else:
+        from structret.exporting.onnx_graph import write_onnx as write
+    # written beside ``out`` and renamed when checked: an export that fails its check leaves nothing to misuse
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write(model, Path(run), tmp, shown=out, echo=echo)
+        if out.exists():
+            out.rmdir()  # empty, as checked above
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp made it private; an export is meant to be shared
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    echo(f"wrote {out}")
+    return out
