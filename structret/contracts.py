@@ -385,6 +385,10 @@ OPTIONAL: dict[str, dict[str, str]] = {
                           "(it starts random), which is what lm_warmup = auto warms up",
         "lm_head_parameters": "lm_head_parameters() -> list of the LM head's own parameters (not the "
                               "encoder's, not a tied input embedding): all that LM-head warm-up trains",
+        "text_prefixes": "{'query': str, 'document': str} put before each text; structret export writes them "
+                         "as sentence-transformers prompts and into the ONNX export",
+        "aspect_slots": "names of MADRAL's aspect slots fused into the vector (empty: none); export refuses them",
+        "informed_layers": "how many layers carry Khan & Jang's informed head (0: none); export refuses them",
     },
     "objective": {
         "lm_warmup_options": "a corruption objective's structret.options.LMWarmupOptions: how many steps the "

@@ -145,6 +145,11 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
                                   _fusion_file=folder / slots.FUSION_FILE if saved_slots and folder.is_dir() else None)
 
     @property
+    def text_prefixes(self) -> dict[str, str]:
+        """The text put before every query and every document (what an export must reproduce)."""
+        return dict(self._text_prefixes)
+
+    @property
     def aspect_slots(self) -> tuple[str, ...]:
         """The aspect slots' names, in order (empty: none)."""
         return self._aspect_slots

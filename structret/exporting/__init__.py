@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from structret.contracts import optional
+
 from structret.exporting.errors import ExportError, require
 
 __all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "open_run", "require"]
@@ -47,11 +49,11 @@ def check_faithful(model: Any, where: Path) -> None:
     if model.backbone_name not in PLAIN_ENCODERS:
         raise ExportError(f"{where} uses the {model.backbone_name} backbone; export handles encoder-only models "
                           f"with CLS or mean pooling ({', '.join(PLAIN_ENCODERS)}). Its vectors would differ.")
-    if getattr(b, "aspect_slots", ()):
+    if optional("backbone", b, "aspect_slots", ()):
         raise ExportError(f"{where} fuses aspect slots ({', '.join(b.aspect_slots)}) into its vectors "
                           f"(aspect_fusion.safetensors), which neither format can hold; its export would give "
                           f"different vectors, so it is refused.")
-    if getattr(b, "informed_layers", 0):
+    if optional("backbone", b, "informed_layers", 0):
         raise ExportError(f"{where} has informed attention heads (informed_layers={b.informed_layers}) that read "
                           f"linearized code; an export would give different vectors, so it is refused.")
     if model.text_format.name:

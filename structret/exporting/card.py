@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from structret.contracts import optional
+
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 KNOWN_LICENCES = {MINILM_ID: "apache-2.0"}
 UNKNOWN_LICENCE = "unknown: check the base model's licence"
@@ -85,7 +87,7 @@ def model_card(model: Any, run: Path, *, fmt: str, usage: str, checks: list[str]
            else "raw vectors (compare with dot product)")
         + f", at most {b.max_length} tokens per text",
     ]
-    prefixes = getattr(b, "_text_prefixes", {}) or {}
+    prefixes = optional("backbone", b, "text_prefixes", {}) or {}
     if any(prefixes.values()):
         lines.append("- Queries and documents are read with different prefixes: "
                      + ", ".join(f"{k} {v!r}" for k, v in prefixes.items())

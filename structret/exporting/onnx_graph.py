@@ -9,6 +9,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from structret.contracts import optional
+
 from structret.exporting.card import model_card
 from structret.exporting.checks import (FP32_COSINE, INT8_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines,
                                         texts_per_second)
@@ -137,7 +139,7 @@ def write_graphs(model: Any, out: Path, *, source: str) -> None:
     b.tokenizer.save_pretrained(out)
     meta = {"format": "structret-onnx", "model": model.name, "backbone": model.backbone_name, "source": source,
             "dim": b.dim, "pooling": b.pooling, "normalize": b.normalize, "max_length": b.max_length,
-            "prefixes": dict(b._text_prefixes), "pad_id": b.tokenizer.pad_token_id,
+            "prefixes": dict(optional("backbone", b, "text_prefixes", {}) or {}), "pad_id": b.tokenizer.pad_token_id,
             "pad_token": b.tokenizer.pad_token, "opset": OPSET, "int8": "none", "recipe": model.recipe}
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
