@@ -346,9 +346,11 @@ def test_structret_serve_answers_http_on_loopback(served, tmp_path):
         assert page.status_code == 200 and '<li class="hit" id="hit-1">' in page.text
         empty = httpx.get(f"{base}/api/search", params={"q": " "}, timeout=60)
         assert empty.status_code == 400 and "empty" in empty.json()["error"]
-        # a long URL: refused (by uvicorn's request-line limit or by the app's), never a 500
-        long = httpx.get(f"{base}/api/search", params={"q": "x" * 60_000}, timeout=60)
-        assert 400 <= long.status_code < 500
+        # a query over the app's limit in a URL that still fits uvicorn's h11 parser (16 KB): the
+        # app's 413. (A far longer URL is closed by uvicorn itself, a reset or a 400 depending on
+        # timing and parser, so it is not what this test pins down.)
+        long = httpx.get(f"{base}/api/search", params={"q": "x" * 12_000}, timeout=60)
+        assert long.status_code == 413 and "the limit is 10,000 characters" in long.json()["error"]
         huge = httpx.post(f"{base}/api/search", json={"q": "x" * 1_000_000}, timeout=60)
         assert huge.status_code == 413 and "the limit is 10,000 characters" in huge.json()["error"]
         printed = log.read_text()
