@@ -17,6 +17,20 @@ from structret.testing import WORDS as _WORDS
 from structret.testing import build_tiny_bert, build_tiny_t5, corpus  # noqa: F401
 
 
+# (name, argument, docstring, body) of distinct functions: under a tiny random model a
+# document's own code ranks it first (test_api, test_serve, test_browser, test_export)
+FUNCTIONS = [
+    ("read_config", "path", "Read a configuration file and return its settings.",
+     "with open(path) as f:\n        return dict(line.split('=', 1) for line in f)"),
+    ("parse_date", "text", "Parse an ISO date string into a tuple of integers.",
+     "return tuple(int(x) for x in text.split('-'))"),
+    ("send_mail", "server", "Send an email message through an SMTP server.", "server.sendmail()\n    server.quit()"),
+    ("sort_numbers", "items", "Sort a list of numbers in ascending order.", "return sorted(items)"),
+    ("count_words", "text", "Count how often each word occurs in a text.",
+     "counts = {}\n    for w in text.split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts"),
+    ("join_paths", "parts", "Join path parts with the separator of the system.", "return '/'.join(parts)"),
+]
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _tiny_models import one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from _tiny_models import FUNCTIONS, one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 
 import structret
@@ -20,25 +20,14 @@ from structret.errors import ArtifactError, DataError, PluginError, StructretErr
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
-_TOPICS = [
-    ("read_config", "path", "Read a configuration file and return its settings.",
-     "with open(path) as f:\n        return dict(line.split('=', 1) for line in f)"),
-    ("parse_date", "text", "Parse an ISO date string into a tuple of integers.",
-     "return tuple(int(x) for x in text.split('-'))"),
-    ("send_mail", "server", "Send an email message through an SMTP server.", "server.sendmail()\n    server.quit()"),
-    ("sort_numbers", "items", "Sort a list of numbers in ascending order.", "return sorted(items)"),
-    ("count_words", "text", "Count how often each word occurs in a text.",
-     "counts = {}\n    for w in text.split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts"),
-    ("join_paths", "parts", "Join path parts with the separator of the system.", "return '/'.join(parts)"),
-]
 
 
 def write_project(path: Path, copies: int = 4) -> Path:
     """What 'structret mine' writes: CodeSearchNet rows, each with its partition."""
     with gzip.open(path, "wt", encoding="utf-8") as f:
         for n in range(copies):
-            for t, (name, arg, doc, body) in enumerate(_TOPICS):
-                i = n * len(_TOPICS) + t
+            for t, (name, arg, doc, body) in enumerate(FUNCTIONS):
+                i = n * len(FUNCTIONS) + t
                 code = f'def {name}_{n}({arg}):\n    """{doc}"""\n    {body}\n'
                 partition = "test" if n % 2 else "train"
                 f.write(json.dumps({"repo": "me/project", "path": f"m{i}.py", "func_name": f"{name}_{n}",

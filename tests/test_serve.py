@@ -25,18 +25,7 @@ from structret.serving.server import bind_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# distinct functions: with the tiny random model a document's own code ranks it first
-FUNCTIONS = [
-    ("read_config", "path", "Read a configuration file and return its settings.",
-     "with open(path) as f:\n        return dict(line.split('=', 1) for line in f)"),
-    ("parse_date", "text", "Parse an ISO date string into a tuple of integers.",
-     "return tuple(int(x) for x in text.split('-'))"),
-    ("send_mail", "server", "Send an email message through an SMTP server.", "server.sendmail()\n    server.quit()"),
-    ("sort_numbers", "items", "Sort a list of numbers in ascending order.", "return sorted(items)"),
-    ("count_words", "text", "Count how often each word occurs in a text.",
-     "counts = {}\n    for w in text.split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts"),
-    ("join_paths", "parts", "Join path parts with the separator of the system.", "return '/'.join(parts)"),
-]
+from _tiny_models import FUNCTIONS  # noqa: E402  (test_browser and test_export import it from here)
 
 
 def write_functions(path: Path, partition: str = "test") -> Path:
