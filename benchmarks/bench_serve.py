@@ -16,9 +16,10 @@ Then a real ``structret serve`` runs in a subprocess on a free 127.0.0.1 port:
    in this process (the peer: no HTTP, no JSON, no entity marking), interleaved so drift on
    a shared CPU hits both alike; p50/p90/p99 of each, their ratio, and where the server's
    time goes (``model_ms``, ``took_ms - model_ms``, the rest);
-2. load: ``--load`` queries from ``--clients`` concurrent clients; every status code and
-   connection error counted, throughput, p50/p99, and the server's RSS (VmRSS) before,
-   every 0.5 s during, and after. Exits 1 if any request failed or was not answered 200. ::
+2. load: ``--load`` queries from ``--clients`` concurrent clients, ``--rounds`` times; every
+   status code and connection error counted, throughput, p50/p99, how many queries the server
+   encoded per forward, and the server's RSS (VmRSS) before, every 0.5 s during, and after
+   each round. Exits 1 if any request failed or was not answered 200. ::
 
     python benchmarks/bench_serve.py --work /tmp/bench-serve          # 100k vectors, 300 + 2,000 queries
     python benchmarks/bench_serve.py --small --work /tmp/bench-small  # seconds of queries: a smoke check
@@ -305,12 +306,13 @@ class RssSampler(threading.Thread):
 
 
 async def hammer(base: str, total: int, clients: int, timeout_s: float):
-    """``total`` GET /api/search from ``clients`` concurrent workers: (statuses, errors, ms, s)."""
+    """``total`` GET /api/search from ``clients`` concurrent workers: (statuses, errors, ms, batches, s)."""
     import httpx
 
     statuses: Counter[int] = Counter()
     errors: Counter[str] = Counter()
     ms: list[float] = []
+    batches: list[int] = []  # how many queries the server encoded in the forward that answered each
     issued = iter(range(total))  # shared: each worker takes the next query number
 
     async def worker(client) -> None:
@@ -319,7 +321,7 @@ async def hammer(base: str, total: int, clients: int, timeout_s: float):
             try:
                 response = await client.get("/api/search", params={"q": QUERIES[i % len(QUERIES)], "k": K})
                 if response.status_code == 200:
-                    response.json()  # a whole, parseable answer, as a real client needs
+                    batches.append(response.json()["batch"])  # a whole, parseable answer, as a real client needs
             except httpx.HTTPError as exc:  # connect, read, timeout, protocol: each counted by kind
                 errors[type(exc).__name__] += 1
                 continue
@@ -334,17 +336,17 @@ async def hammer(base: str, total: int, clients: int, timeout_s: float):
         start = time.perf_counter()
         await asyncio.gather(*(worker(client) for _ in range(clients)))
         seconds = time.perf_counter() - start
-    return statuses, errors, ms, seconds
+    return statuses, errors, ms, batches, seconds
 
 
-def load(server: Server, total: int, clients: int) -> bool:
+def load(server: Server, total: int, clients: int, round_: int) -> bool:
     pid = server.process.pid
     before = rss_mb(pid)
     sampler = RssSampler(pid)
     sampler.start()
     server_cpu, client_cpu = cpu_seconds(pid), time.process_time()
-    # one request waits behind at most clients-1 others (the server answers one at a time): 120 s is far beyond
-    statuses, errors, ms, seconds = asyncio.run(hammer(server.base, total, clients, timeout_s=120))
+    # one request waits behind at most one batch of the others: 120 s is far beyond
+    statuses, errors, ms, batches, seconds = asyncio.run(hammer(server.base, total, clients, timeout_s=120))
     server_cpu, client_cpu = cpu_seconds(pid) - server_cpu, time.process_time() - client_cpu
     sampler.stopped.set()
     sampler.join()
@@ -354,11 +356,14 @@ def load(server: Server, total: int, clients: int) -> bool:
     not_ok = sum(n for code, n in statuses.items() if code != 200)
     dropped = sum(errors.values())
     p = percentiles(ms) if ms else {"p50": float("nan"), "p99": float("nan")}
-    print(f"\n2. load: {total:,} queries from {clients} concurrent clients (k={K}, timeout 120 s each)")
+    print(f"\n2. load, round {round_}: {total:,} queries from {clients} concurrent clients (k={K}, timeout 120 s each)")
     print(f"{seconds:.1f} s, {ok / seconds:.1f} queries/s answered 200; latency p50 {p['p50']:.1f} ms, "
           f"p99 {p['p99']:.1f} ms")
     print(f"status codes: {dict(sorted(statuses.items()))}; non-200: {not_ok}; dropped (no response): {dropped}"
           + (f" {dict(errors)}" if errors else ""))
+    if batches:
+        print(f"queries per forward (the server batches concurrent queries): median {statistics.median(batches):.0f}, "
+              f"max {max(batches)}")
     # on one machine the clients take CPU from the server: how much, so the rate can be read fairly
     print(f"CPU during the load: server {server_cpu:.1f} s ({server_cpu / seconds:.2f} cores), clients (this "
           f"process) {client_cpu:.1f} s ({client_cpu / seconds:.2f} cores), of {os.cpu_count()} cores")
@@ -380,6 +385,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None, help="warm sequential queries (default 300)")
     parser.add_argument("--load", type=int, default=None, help="queries under load (default 2,000)")
     parser.add_argument("--clients", type=int, default=None, help="concurrent clients under load (default 16)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="load rounds one after another: memory that keeps growing shows from round 2 on")
     parser.add_argument("--source", type=Path, default=None,
                         help="Python source tree to mine the real functions from (default: the standard library)")
     parser.add_argument("--small", action="store_true",
@@ -403,7 +410,7 @@ def main() -> None:
               f"RSS {rss_mb(server.process.pid):.0f} MB; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
               f"torch threads here {torch.get_num_threads()}")
         warm_latency(server, index_dir, args.queries)
-        passed = load(server, args.load, args.clients)
+        passed = all([load(server, args.load, args.clients, r) for r in range(1, args.rounds + 1)])
     finally:
         server.stop()
     if not passed:

@@ -120,7 +120,7 @@ def test_api_search_gives_the_hits_with_entities_best_first(served):
     response = served.client.get("/api/search", params={"q": code, "k": "5"})
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"query", "k", "took_ms", "model_ms", "hits"}
+    assert set(body) == {"query", "k", "took_ms", "model_ms", "batch", "hits"} and body["batch"] == 1
     assert body["query"] == code and body["k"] == 5
     assert body["took_ms"] >= body["model_ms"] >= 0
     hits = body["hits"]
@@ -249,6 +249,72 @@ def test_structrets_own_error_during_a_search_is_a_500_with_its_sentence(served,
     api = served.client.get("/api/search", params={"q": "parse a date"})
     assert api.status_code == 500 and api.json()["error"] == \
         "the search failed: HNSW search found fewer than k=5 neighbours; raise ef"
+
+
+def _hold_the_first_forward(monkeypatch, searcher, waiting: int):
+    """Make the first encoding wait until ``waiting`` more queries are queued, so they form one batch."""
+    real = searcher.model.encode_query
+    calls = []
+
+    def held(texts, **kwargs):
+        calls.append(list(texts))
+        if len(calls) == 1:
+            deadline = time.monotonic() + 10
+            while len(searcher._queue) < waiting and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(searcher.model, "encode_query", held)
+    return calls
+
+
+def test_concurrent_queries_are_encoded_together_and_each_gets_its_own_answer(served, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    searcher = served.searcher
+    names = ["read_config", "count_words", "send_mail", "read_config", "count_words"]
+    ks = [3, 5, 2, 5, 3]
+    alone = [searcher.search(served.by_name[n][1], k) for n, k in zip(names, ks)]
+    calls = _hold_the_first_forward(monkeypatch, searcher, waiting=len(names) - 1)
+    with ThreadPoolExecutor(len(names) + 1) as pool:
+        first = pool.submit(searcher.search, "parse a date", 4)
+        while not calls:
+            time.sleep(0.005)
+        together = list(pool.map(lambda a: searcher.search(served.by_name[a[0]][1], a[1]), zip(names, ks)))
+    assert first.result().batch == 1 and len(first.result().hits) == 4
+    assert [len(c) for c in calls] == [1, len(names)]  # the lone query, then all the waiting ones at once
+    for got, expected, k in zip(together, alone, ks):
+        assert got.batch == len(names) and got.k == k and len(got.hits) == k
+        assert [h.id for h in got.hits] == [h.id for h in expected.hits]
+        assert [h.score for h in got.hits] == pytest.approx([h.score for h in expected.hits], abs=1e-5)
+        assert [h.entities for h in got.hits] == [h.entities for h in expected.hits]
+
+
+def test_an_error_in_a_batch_reaches_every_query_in_it_and_the_next_batch_is_served(served, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    searcher = served.searcher
+    calls = _hold_the_first_forward(monkeypatch, searcher, waiting=3)
+    real_search = searcher.index.search_vectors
+    broken_once = []
+
+    def search_vectors(vectors, k):
+        if len(vectors) == 3 and not broken_once:
+            broken_once.append(k)
+            raise RuntimeError("the batch failed")
+        return real_search(vectors, k)
+
+    monkeypatch.setattr(searcher.index, "search_vectors", search_vectors)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(searcher.search, "parse a date", 2)
+        while not calls:
+            time.sleep(0.005)
+        batch = [pool.submit(searcher.search, q, 2) for q in ("read a file", "send mail", "sort")]
+    assert len(first.result().hits) == 2
+    for future in batch:
+        with pytest.raises(RuntimeError, match="the batch failed"):
+            future.result()
+    assert len(searcher.search("count words", 2).hits) == 2  # the searcher is not left busy
 
 
 def test_the_model_is_loaded_once_when_the_app_is_made_and_never_by_a_request(served):

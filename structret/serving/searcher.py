@@ -2,8 +2,12 @@
 
 Loading is the slow part (seconds for a model, longer for a big index), so it happens
 once, in :func:`open_searcher`; each query then costs one encoding and one index search.
-Queries are answered one after another (a lock): the encoder already uses every core
-torch gives it, and two concurrent forwards would only slow each other down.
+Concurrent queries are encoded together: two forwards at once would only slow each other
+down, and one forward of a few short queries costs little more than one of a single query
+(the work is per call, not per token, at this size). So the first caller encodes and
+searches for everyone waiting (up to ``max_batch``), and the others sleep until their
+answer is there; a lone query goes straight through. Entity marks are drawn by each
+caller's own thread, outside that turn.
 """
 
 from __future__ import annotations
@@ -46,23 +50,42 @@ class ShownHit:
 class Answer:
     query: str
     k: int  # hits asked for, after clamping to the index size
-    took_ms: float  # encoding and search
-    model_ms: float  # encoding alone
+    took_ms: float  # encoding and search (of the whole batch this query was in)
+    model_ms: float  # encoding alone (of the whole batch)
     hits: tuple[ShownHit, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    batch: int = 1  # queries encoded in the same forward as this one
 
     def as_json(self) -> dict[str, Any]:
         out = {"query": self.query, "k": self.k, "took_ms": round(self.took_ms, 3),
-               "model_ms": round(self.model_ms, 3), "hits": [h.as_json() for h in self.hits]}
+               "model_ms": round(self.model_ms, 3), "batch": self.batch, "hits": [h.as_json() for h in self.hits]}
         if self.notes:
             out["notes"] = list(self.notes)
         return out
 
 
+class _Waiting:
+    """One query in the queue, and what its batch found for it."""
+
+    __slots__ = ("query", "k", "found", "error", "took_ms", "model_ms", "batch")
+
+    def __init__(self, query: str, k: int):
+        self.query, self.k = query, k
+        self.found: list | None = None
+        self.error: BaseException | None = None
+        self.took_ms = self.model_ms = 0.0
+        self.batch = 0
+
+    @property
+    def done(self) -> bool:
+        return self.found is not None or self.error is not None
+
+
 class Searcher:
     """An index, the model that built it and the extractor whose entities hits show."""
 
-    def __init__(self, index: Any, model: Any, marker: Marker | None, *, highlight_language: str | None = None):
+    def __init__(self, index: Any, model: Any, marker: Marker | None, *, highlight_language: str | None = None,
+                 max_batch: int = 32):
         self.index = index  # structret.api.SearchIndex
         self.model = model  # structret.api.Model
         self.marker = marker
@@ -73,7 +96,12 @@ class Searcher:
         # the linearizer takes a list or, from --set, "brand,color"
         self._aspects = [a.strip() for a in aspects.split(",")] if isinstance(aspects, str) else list(aspects)
         self._separator = layout_options.get("separator") or "[SEP]"
-        self._lock = threading.Lock()
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self.max_batch = max_batch
+        self._turn = threading.Condition()  # guards _queue and _busy
+        self._queue: list[_Waiting] = []
+        self._busy = False
         self.no_marker_reason = ("the model records no entity extractor and the indexed texts are not Python "
                                  "code; --extractor NAME marks some")
 
@@ -95,14 +123,46 @@ class Searcher:
         if k > self.size:
             notes.append(f"the index holds {self.size} documents, so all of them are ranked (k={k} asked for).")
             k = self.size
-        with self._lock:
+        mine = _Waiting(query, k)
+        with self._turn:
+            self._queue.append(mine)
+        while not mine.done:
+            with self._turn:
+                while self._busy and not mine.done:
+                    self._turn.wait()
+                if mine.done:
+                    break
+                self._busy = True
+                batch, self._queue = self._queue[:self.max_batch], self._queue[self.max_batch:]
+            try:
+                self._answer(batch)
+            finally:
+                with self._turn:
+                    self._busy = False
+                    self._turn.notify_all()
+        if mine.error is not None:
+            raise mine.error
+        hits = tuple(self._shown(rank, hit) for rank, hit in enumerate(mine.found, 1))
+        return Answer(query, k, mine.took_ms, mine.model_ms, hits, tuple(notes), batch=mine.batch)
+
+    def _answer(self, batch: list[_Waiting]) -> None:
+        """Encode ``batch`` in one forward and search it; each waiting query gets its hits or the error."""
+        try:
             start = time.perf_counter()
-            vectors = self.model.encode_query([query])
+            vectors = self.model.encode_query([w.query for w in batch])
             encoded = time.perf_counter()
-            found = self.index.search_vectors(vectors, k)[0]
+            # one search per distinct k: a graph index's top 10 may differ when asked for 50
+            for k in sorted({w.k for w in batch}):
+                rows = [i for i, w in enumerate(batch) if w.k == k]
+                for i, found in zip(rows, self.index.search_vectors(vectors[rows], k)):
+                    batch[i].found = list(found)
             done = time.perf_counter()
-            hits = tuple(self._shown(rank, hit) for rank, hit in enumerate(found, 1))
-        return Answer(query, k, (done - start) * 1000, (encoded - start) * 1000, hits, tuple(notes))
+        except BaseException as exc:  # every waiting caller gets it; the server answers each with a 500
+            for w in batch:
+                w.error = exc
+            return
+        for w in batch:
+            w.took_ms, w.model_ms, w.batch = (done - start) * 1000, (encoded - start) * 1000, len(batch)
 
     def _shown(self, rank: int, hit: Any) -> ShownHit:
         if hit.text is None:
