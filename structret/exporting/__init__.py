@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from structret.contracts import optional
-
 from structret.exporting.errors import ExportError, require
 
 __all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "open_run", "require"]

@@ -3,6 +3,7 @@ dynamically quantized int8, with the tokenizer beside it; both checked against t
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import warnings
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from structret.contracts import optional
-
 from structret.exporting.card import model_card
 from structret.exporting.checks import (FP32_COSINE, INT8_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines,
                                         texts_per_second)
@@ -68,8 +68,9 @@ def export_graph(backbone: Any, path: Path) -> None:
     import torch
 
     sample = backbone.tokenize(["def f(x): return x", "a longer text to give the batch two lengths"], kind="document")
-    # what the model accepts and its tokenizer gives: some tokenizers give no token_type_ids
-    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in backbone._inputs and n in sample]
+    # what the model's forward accepts and its tokenizer gives: some tokenizers give no token_type_ids
+    accepted = inspect.signature(backbone.model.forward).parameters
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted and n in sample]
     args = tuple(sample[n] for n in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in names}
     with torch.no_grad(), warnings.catch_warnings():

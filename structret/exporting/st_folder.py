@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from structret.contracts import optional
-
 import numpy as np
 
+from structret.contracts import optional
 from structret.exporting.card import model_card
 from structret.exporting.checks import SAMPLE_DOCUMENTS, SAMPLE_QUERIES, FP32_COSINE, cosines
 
