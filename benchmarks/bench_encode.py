@@ -75,7 +75,6 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from structret.registry import get_registry
-    from structret_backbones._loading import native_bf16
 
     texts = stdlib_functions(args.texts)
     peer = SentenceTransformer(str(get_model_path()), device="cpu")
@@ -85,7 +84,7 @@ def main() -> None:
     variants = {"structret (dtype=auto)": {}}
     if args.compile:
         variants["structret compile=True"] = {"compile": True}
-    if args.bf16 and native_bf16(torch.device("cpu")):
+    if args.bf16 and bf16_instructions():
         variants["structret dtype=bf16"] = {"dtype": "bf16"}
     registry = get_registry()
     backbone = None
@@ -123,8 +122,16 @@ def main() -> None:
         rate = tokens * per_token / seconds
         print(f"{name:32} {tokens / seconds:9.0f} {peer_time / seconds:6.2f} {cos:9.6f} "
               f"{rate / 1e9:8.1f} {rate / fp32:12.0%}")
-    if args.bf16 and not native_bf16(torch.device("cpu")):
+    if args.bf16 and not bf16_instructions():
         emulated_bf16(texts[: args.bf16_texts], args.batch_size, registry)
+
+
+def bf16_instructions() -> bool:
+    """Whether the CPU has bf16 instructions (AVX512-BF16 or AMX): without them bf16 is emulated."""
+    import torch
+
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
+                                                                        "_is_amx_tile_supported"))
 
 
 def emulated_bf16(texts: list[str], batch_size: int, registry) -> None:

@@ -227,8 +227,8 @@ _backbone_options = [
     click.option("--model", help="Hub id or local path overriding the backbone's default weights."),
     click.option("--batch-size", default=32, show_default=True),
     click.option("--backbone-option", "backbone_options", multiple=True, metavar="KEY=VALUE",
-                 help="Backbone option, repeatable: dtype=fp32|bf16 (default auto: bf16 only where the hardware "
-                      "has it), compile=true (torch.compile, for large corpora), max_length=512, ..."),
+                 help="Backbone option, repeatable: dtype=fp32|bf16 (default auto: bf16 only where it measured "
+                      "faster on this machine), compile=true (torch.compile, for large corpora), max_length=512, ..."),
 ]
 
 

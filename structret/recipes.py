@@ -93,8 +93,9 @@ class Recipe(BaseModel):
     """Clip threshold (0 = off); HF Trainer's default, as above."""
     grad_cache_chunk: int = Field(0, ge=0)
     """GradCache: encode N texts at a time, same gradients, less memory (0 = off)."""
-    dtype: Literal["fp32", "bf16"] = "fp32"
-    """bf16 = autocast; off by default, CPUs without bf16 get slower."""
+    dtype: Literal["fp32", "bf16", "auto"] = "fp32"
+    """bf16 = autocast; auto = bf16 where it measured faster on this machine (structret.precision).
+    fp32 by default, so that a recipe trains the same numbers on every machine."""
     query_max_len: int = Field(50, gt=0)
     """Tokens per query in training batches."""
     passage_max_len: int = Field(240, gt=0)

@@ -195,14 +195,16 @@ def test_minilm_matches_sentence_transformers(bundled_minilm):
     assert cos.min() > 0.9999
 
 
-@pytest.mark.parametrize("probes, expected", [({}, None), ({"_is_amx_tile_supported": True}, "bf16"),
-                                              ({"_is_avx512_bf16_supported": True}, "bf16")])
-def test_auto_dtype_picks_bf16_only_where_the_cpu_has_it(monkeypatch, probes, expected):
-    monkeypatch.delenv(_loading.CPU_BF16_ENV)  # the real probe, with the hardware faked both ways
-    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        monkeypatch.setattr(torch.cpu, probe, lambda value=probes.get(probe, False): value, raising=False)
+@pytest.mark.parametrize("bf16_faster, expected", [(False, None), (True, "bf16")])
+def test_auto_dtype_picks_bf16_only_where_it_measured_faster(monkeypatch, tmp_path, bf16_faster, expected):
+    from structret import precision
+
+    monkeypatch.delenv(precision.CPU_BF16_ENV)
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
+    probe = precision.Probe(0.01, 0.01, 0.10, 0.05 if bf16_faster else 0.099)
+    monkeypatch.setattr(precision, "measure", lambda: probe)
     assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
-    # an explicit choice is kept whatever the hardware
+    # an explicit choice is kept whatever was measured
     assert _loading.resolve_dtype("fp32", torch.device("cpu")) == "fp32"
     assert _loading.resolve_dtype("bf16", torch.device("cpu")) == "bf16"
 
@@ -222,9 +224,11 @@ def test_compiled_encode_gives_the_eager_vectors(tiny_bert_dir):
 
 
 @pytest.mark.parametrize("forced, expected", [("1", "bf16"), ("0", None)])
-def test_the_cpu_probe_override_wins_over_the_hardware(monkeypatch, forced, expected):
-    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        monkeypatch.setattr(torch.cpu, probe, lambda value=forced != "1": value, raising=False)
+def test_the_cpu_override_wins_over_the_measurement(monkeypatch, tmp_path, forced, expected):
+    from structret import precision
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
+    monkeypatch.setattr(precision, "measure", lambda: pytest.fail("measured despite the override"))
     monkeypatch.setenv(_loading.CPU_BF16_ENV, forced)
     assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
 

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from structret import precision
 from structret.errors import ModelLoadError, StructretError
 
 # texts tokenized at once when encoding: enough to sort well, small enough to hold
@@ -28,34 +29,26 @@ _WINDOW = 4096
 # "name" or "org/name", as the hub spells repository ids
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
-# "auto" (the default) means bf16 autocast where the hardware computes bf16 natively and
-# fp32 elsewhere: on a CPU without AVX-512 BF16 or AMX, bf16 is emulated and a MiniLM-sized
-# matmul ran ~130x slower than fp32 (docs/performance.md). "fp32"/"bf16" force a choice.
+# "auto" (the default) means bf16 autocast where it measured faster than fp32 on this machine
+# (structret.precision: a flag saying bf16 exists is not enough; without it bf16 is emulated and
+# ~130x slower, docs/performance.md). "fp32"/"bf16" force a choice.
 DTYPES = {None: None, "auto": None, "fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+CPU_BF16_ENV = precision.CPU_BF16_ENV
 
 
-# "1"/"0" overrides the CPU probe: the tests pin it so that they never depend on which CPU
-# they run on, and a user can turn bf16 off where the flag is present but bf16 is slower
-CPU_BF16_ENV = "STRUCTRET_CPU_BF16"
-
-
-def native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` computes bf16 in hardware (so autocast to it is faster, not slower)."""
+def faster_bf16(device: torch.device) -> bool:
+    """Whether bf16 autocast is the faster choice on ``device``."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        forced = os.environ.get(CPU_BF16_ENV, "").strip()
-        if forced in ("0", "1"):
-            return forced == "1"
-        return any(getattr(torch.cpu, probe, lambda: False)()
-                   for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+        return precision.cpu_bf16()
     return False
 
 
 def resolve_dtype(dtype: str | None, device: torch.device) -> str | None:
-    """The autocast dtype ``dtype`` means on ``device``: "auto" picks bf16 only where it is native."""
+    """The autocast dtype ``dtype`` means on ``device``: "auto" picks bf16 only where it is faster."""
     if dtype == "auto":
-        return "bf16" if native_bf16(device) else None
+        return "bf16" if faster_bf16(device) else None
     return dtype
 
 

@@ -3,6 +3,7 @@ and every process's RNG state (saved in checkpoints, so a resumed run draws the 
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+
+log = logging.getLogger("structret.train")
 
 
 def world() -> tuple[int, int]:
@@ -38,6 +41,17 @@ def all_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def bf16_training(dtype: str) -> bool:
+    """Whether a recipe's ``dtype`` trains under bf16 autocast: "auto" as structret.precision measured."""
+    if dtype != "auto":
+        return dtype == "bf16"
+    from structret import precision
+
+    bf16 = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else precision.cpu_bf16()
+    log.info("dtype=auto trains in %s", "bf16" if bf16 else "fp32")
+    return bf16
+
+
 def make_accelerator(recipe: Any) -> Any:
     """One process, or one of the processes ``accelerate launch`` / ``torchrun`` started."""
     from accelerate import Accelerator
@@ -47,7 +61,7 @@ def make_accelerator(recipe: Any) -> Any:
         # torchrun on a machine without CUDA: accelerate runs gloo over CPU processes only
         # when told so, and would otherwise start N unrelated single-process runs
         cpu=not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1,
-        mixed_precision="bf16" if recipe.dtype == "bf16" else "no",
+        mixed_precision="bf16" if bf16_training(recipe.dtype) else "no",
         # pooler layers and the like get no gradient; DDP must not wait for them
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
