@@ -89,16 +89,20 @@ class BenchResult:
 
 
 def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
-              limit: int | None = None, show_progress: bool = True) -> BenchResult:
-    """Each system built by name, then fitted and scored with the protocol of the dataset's task."""
-    from structret.retrieval import make_retriever
+              limit: int | None = None, show_progress: bool = True, vector_cache: bool = True) -> BenchResult:
+    """Each system built by name, then fitted and scored with the protocol of the dataset's task.
+    ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them."""
+    from structret.retrieval import DenseRetriever, make_retriever
 
     protocol = make_protocol(dataset, limit)
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
-        retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
+        retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress,
+                                   cache=cache_dir() if vector_cache else None)
         result.rows[system] = evaluate_retriever(protocol, retriever, system)
+        if isinstance(retriever, DenseRetriever) and retriever.cache_summary():
+            print(f"{system}: {retriever.cache_summary()}", file=sys.stderr)
         describe = optional("retriever", retriever, "settings")
         result.settings[system] = describe() if callable(describe) else "(its settings are not reported)"
     result.notes = protocol.notes

@@ -389,6 +389,9 @@ OPTIONAL: dict[str, dict[str, str]] = {
                          "as sentence-transformers prompts and into the ONNX export",
         "aspect_slots": "names of MADRAL's aspect slots fused into the vector (empty: none); export refuses them",
         "informed_layers": "how many layers carry Khan & Jang's informed head (0: none); export refuses them",
+        "fingerprint": "fingerprint() -> str: a hash of everything that decides its vectors (weights, tokenizer, "
+                       "settings); equal fingerprints must mean equal vectors. structret bench keeps encoded "
+                       "vectors under it (structret.vector_cache); without it nothing is cached",
     },
     "objective": {
         "lm_warmup_options": "a corruption objective's structret.options.LMWarmupOptions: how many steps the "

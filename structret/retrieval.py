@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from structret.contracts import optional
@@ -16,8 +17,11 @@ class DenseRetriever:
     """A backbone used as a retriever: documents encoded once, scores are inner products."""
 
     def __init__(self, backbone: Any, *, batch_size: int = 32, show_progress: bool = True,
-                 text_format: Any = None):
+                 text_format: Any = None, cache: str | os.PathLike | None = None):
         self.backbone = backbone
+        # where encoded vectors are kept between runs (structret.vector_cache); None: nowhere
+        self.cache_root = cache
+        self.caches: dict[str, Any] = {}  # kind -> VectorCache, made by fit()
         # how records become text (structret.linearization.TextFormat); None: record.text()
         self.text_format = text_format
         self.batch_size = batch_size
@@ -51,19 +55,40 @@ class DenseRetriever:
         return ", ".join(parts)
 
     def fit(self, docs: Sequence[str]) -> None:
-        self.doc_vectors = self.backbone.encode(
-            list(docs), kind="document", batch_size=self.batch_size, show_progress=self.show_progress
-        )
+        self.caches = self._open_caches()
+        self.doc_vectors = self._encode(list(docs), "document", self.show_progress)
+
+    def _open_caches(self) -> dict[str, Any]:
+        fingerprint = optional("backbone", self.backbone, "fingerprint")
+        if self.cache_root is None or not callable(fingerprint):
+            return {}
+        from structret.vector_cache import VectorCache, cache_key
+
+        # taken now, once: the weights the documents are encoded with are the queries' too
+        model = fingerprint()
+        text_format = self.text_format.name if self.text_format is not None else ""
+        return {kind: VectorCache(self.cache_root, cache_key(model, kind, text_format or ""))
+                for kind in ("query", "document")}
+
+    def _encode(self, texts: list[str], kind: str, show_progress: bool):
+        def encode(new: list[str]):
+            return self.backbone.encode(new, kind=kind, batch_size=self.batch_size, show_progress=show_progress)
+
+        cache = self.caches.get(kind)
+        return cache.encode(texts, encode) if cache is not None else encode(texts)
+
+    def cache_summary(self) -> str | None:
+        """What the vector cache saved this retriever, or None without one."""
+        if not self.caches:
+            return None
+        return "; ".join(f"{kind}: {cache.summary()}" for kind, cache in self.caches.items())
 
     def encode_queries(self, queries: Sequence[str]):
         import numpy as np
 
         new = [q for q in dict.fromkeys(queries) if q not in self._query_cache]
         if new:
-            vectors = self.backbone.encode(
-                new, kind="query", batch_size=self.batch_size,
-                show_progress=self.show_progress and len(new) > self.batch_size,
-            )
+            vectors = self._encode(new, "query", self.show_progress and len(new) > self.batch_size)
             for text, vector in zip(new, vectors):
                 self._query_cache[text] = len(self._query_vectors)
                 self._query_vectors.append(vector)
@@ -131,8 +156,9 @@ def resolve_system(name: str) -> tuple[str, Any]:
 
 
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
-                   batch_size: int = 32, **options: Any):
-    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever."""
+                   batch_size: int = 32, cache: str | os.PathLike | None = None, **options: Any):
+    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever.
+    ``cache``: a directory where a dense retriever keeps its vectors between runs."""
     registry = get_registry()
     kind, found = resolve_system(name)
     if kind == "retriever":
@@ -141,9 +167,10 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
         if model is not None:
             options["model"] = model
         backbone = registry.create("backbone", name, **options)
-        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress)
+        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, cache=cache)
     from structret.linearization import TextFormat
 
     backbone = registry.create("backbone", found[0], model=found[1], **options)
     text_format = TextFormat.of_recipe(found[2])
-    return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format)
+    return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format,
+                          cache=cache)

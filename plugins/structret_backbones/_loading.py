@@ -326,12 +326,43 @@ class TransformerBackbone:
     # the model with a token-predicting head (seq2seq LM or masked LM) sharing ``model``'s
     # weights; made by ``enable_lm`` for corruption objectives (MEP, span masking)
     lm_model: Any = None
+    # weights the model holds but embed() never reads: left out of fingerprint()
+    unread_weights: tuple[str, ...] = ()
 
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         raise NotImplementedError
 
     def _finish(self, vectors: torch.Tensor) -> torch.Tensor:
         return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors
+
+    def fingerprint(self) -> str:
+        """SHA-256 of everything that decides this backbone's vectors: its weights (read now, so
+        training since the last call shows), its tokenizer and the settings encode() uses."""
+        import hashlib
+        import json
+
+        import transformers
+
+        digest = hashlib.sha256()
+        tokenizer = self.tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        settings = {"class": type(self).__qualname__, "dim": self.dim, "dtype": self.dtype, "normalize": self.normalize,
+                    "max_length": self.max_length, "pooling": getattr(self, "pooling", None),
+                    "prefixes": self.tokenize.prefixes, "informed": getattr(self, "informed", None),
+                    "aspect_slots": list(getattr(self, "aspect_slots", ())), "torch": torch.__version__,
+                    "transformers": transformers.__version__, "tokenizer": type(tokenizer).__name__}
+        digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+        digest.update(backend.to_str().encode() if backend is not None else
+                      json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+        for module in (self.model, getattr(self, "aspect_fusion", None)):
+            if module is None:
+                continue
+            for name, tensor in module.state_dict().items():
+                if name.startswith(self.unread_weights):
+                    continue
+                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        return digest.hexdigest()
 
     def encode(self, texts: Sequence[str], *, kind: str = "document", batch_size: int = 32,
                show_progress: bool = False) -> np.ndarray:

@@ -256,6 +256,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     # --- training: masked-LM head on this very encoder -----------------------------------
 
     lm_auto_class = "AutoModelForMaskedLM"
+    # BERT's pooler: computed by the forward, never read by _pool, and random at every load of
+    # a checkpoint without one, which would make equal models look different to the vector cache
+    unread_weights = ("pooler.",)
 
     def _base_prefixes(self) -> tuple[str, ...]:
         return (self.model.base_model_prefix + ".",)
