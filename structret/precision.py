@@ -38,6 +38,7 @@ class Probe:
     matmul_bf16: float
     forward_fp32: float | None  # None: not run, bf16 matmuls were already far slower
     forward_bf16: float | None
+    steady: bool = True  # False: rounds varied widely (a busy machine); not worth caching
 
     @property
     def bf16(self) -> bool:
@@ -52,6 +53,8 @@ class Probe:
             parts.append(f"encoder forward fp32 {self.forward_fp32 * 1e3:.1f} ms, bf16 {self.forward_bf16 * 1e3:.1f} ms")
         else:
             parts.append("encoder forward not timed (bf16 matmuls over 1.5x slower)")
+        if not self.steady:
+            parts.append("rounds varied widely, as on a busy machine")
         return "; ".join(parts)
 
 
@@ -73,31 +76,43 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+# a round this much slower than the fastest of its kind means something else took the CPU
+STEADY = 1.5
+
+
 def measure(rounds: int = 5) -> Probe:
-    """Time a matmul, then (unless bf16 is already far behind) a 2-layer BERT-shaped forward."""
+    """Time a matmul, then (unless bf16 is already far behind) a 2-layer BERT-shaped forward;
+    fp32 and bf16 rounds alternate, so load from elsewhere falls on both alike."""
     import torch
 
-    def best(run: Callable[[], Any], cast: bool) -> float:
-        times = []
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
-            run()  # warm-up: kernel selection, allocation
-            for _ in range(rounds):
-                start = time.perf_counter()
-                run()
-                times.append(time.perf_counter() - start)
-        return min(times)  # the least disturbed by anything else on the machine
+    steady = True
+
+    def fastest(run: Callable[[], Any]) -> tuple[float, float]:
+        nonlocal steady
+        times: dict[bool, list[float]] = {False: [], True: []}
+        with torch.inference_mode():
+            for i in range(rounds + 1):
+                for cast in (False, True):
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
+                        start = time.perf_counter()
+                        run()
+                        if i:  # round 0 warms up: kernel selection, allocation
+                            times[cast].append(time.perf_counter() - start)
+        for samples in times.values():
+            steady = steady and sorted(samples)[len(samples) // 2] <= STEADY * min(samples)
+        return min(times[False]), min(times[True])
 
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(256, 384, generator=generator)
     b = torch.randn(384, 1536, generator=generator)
-    matmul_fp32, matmul_bf16 = best(lambda: a @ b, False), best(lambda: a @ b, True)
+    matmul_fp32, matmul_bf16 = fastest(lambda: a @ b)
     if matmul_bf16 > 1.5 * matmul_fp32:
-        return Probe(matmul_fp32, matmul_bf16, None, None)
+        return Probe(matmul_fp32, matmul_bf16, None, None, steady)
     encoder = tiny_encoder().eval()
     tokens = torch.randn(8, 64, 384, generator=generator)
     mask = torch.ones(8, 1, 1, 64, dtype=torch.bool)
-    return Probe(matmul_fp32, matmul_bf16, best(lambda: encoder(tokens, mask), False),
-                 best(lambda: encoder(tokens, mask), True))
+    forward_fp32, forward_bf16 = fastest(lambda: encoder(tokens, mask))
+    return Probe(matmul_fp32, matmul_bf16, forward_fp32, forward_bf16, steady)
 
 
 def tiny_encoder() -> Any:
@@ -152,6 +167,11 @@ def cpu_bf16(*, run_probe: Callable[[], Probe] | None = None, path: Path | None 
     if key in known and isinstance(known[key].get("bf16"), bool):
         return known[key]["bf16"]
     probe = (run_probe or measure)()
+    if not probe.steady:  # a choice made under load is used once, not kept
+        log.warning("dtype=auto on %s: %s for this process, measured on a busy machine (%s); not cached, so the "
+                    "next run measures again. Force it with dtype=fp32 or dtype=bf16.", key,
+                    "bf16" if probe.bf16 else "fp32", probe.summary())
+        return probe.bf16
     log.info("dtype=auto on %s: %s, measured (%s); cached in %s", key, "bf16" if probe.bf16 else "fp32",
              probe.summary(), path)
     known[key] = {"bf16": probe.bf16, **asdict(probe)}

@@ -96,3 +96,12 @@ def test_a_recipes_dtype_auto_trains_by_the_same_rule(monkeypatch, dtype, forced
     monkeypatch.setenv(precision.CPU_BF16_ENV, forced)
     assert Recipe(dtype=dtype).dtype == dtype  # the recipe field accepts it
     assert bf16_training(dtype) is expected
+
+
+def test_a_choice_measured_on_a_busy_machine_is_used_but_not_cached(measured, caplog):
+    run, calls, path = measured
+    with caplog.at_level(logging.WARNING, logger="structret.precision"):
+        assert run(precision.Probe(0.01, 0.005, 0.1, 0.05, steady=False)) is True
+    assert "busy machine" in caplog.text and not path.exists()
+    assert run(precision.Probe(0.01, 0.005, 0.1, 0.2)) is False and len(calls) == 2  # measured again
+    assert json.loads(path.read_text())[precision.cpu_key()]["bf16"] is False
