@@ -26,6 +26,12 @@ META_FILE = "structret.json"
 CHECKSUMS_FILE = "checksums.json"
 
 
+def cache_dir() -> Path:
+    """Where structret keeps what it can make again (mined corpora, runs, vectors, exports):
+    ``STRUCTRET_CACHE``, else ``~/.cache/structret``."""
+    return Path(os.environ.get("STRUCTRET_CACHE") or Path.home() / ".cache" / "structret")
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success it replaces ``path`` in one rename.

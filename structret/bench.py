@@ -14,13 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret.artifacts import cache_dir
 from structret.contracts import optional
 from structret.evaluation import evaluate_retriever, make_protocol
 from structret.records import Dataset
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("STRUCTRET_CACHE") or Path.home() / ".cache" / "structret")
 
 
 def stdlib_path() -> Path:

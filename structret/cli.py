@@ -431,6 +431,10 @@ def search(index_dir, queries, k, lines, no_verify):
 @click.option("--model", "model", metavar="RUN_OR_NAME",
               help="The model to encode queries with (default: the one the index records). It must be the model "
                    "that built the index.")
+@click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
+              help="Option of the model's backbone, repeatable: runtime=onnx-int8 encodes queries through "
+                   "onnxruntime int8 (exported once, checked against torch), dtype=fp32, ...; variant=int8 for a "
+                   "--model folder of 'structret export --format onnx'.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 serves the network (with a warning: there is no authentication).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
@@ -444,7 +448,7 @@ def search(index_dir, queries, k, lines, no_verify):
 @click.option("--no-verify", is_flag=True,
               help="Serve even if the index's files (or its model's) do not match their checksums.json; a warning "
                    "names what was not checked.")
-def serve(index_dir, model, host, port, extractor, extractor_options, language, no_verify):
+def serve(index_dir, model, model_options, host, port, extractor, extractor_options, language, no_verify):
     """Serve a search page and a JSON API over an index, its model loaded once.
 
     GET / is the page (a query box; ranked hits with scores, highlighted code, entities
@@ -456,6 +460,7 @@ def serve(index_dir, model, host, port, extractor, extractor_options, language, 
     Example:
       structret serve runs/idx                          # then open http://127.0.0.1:8000/
       structret serve runs/idx --model runs/sda-mep --port 8080
+      structret serve runs/idx --model-option runtime=onnx-int8    # int8 queries through onnxruntime
       curl 'http://127.0.0.1:8000/api/search?q=read+a+config+file&k=5'
     """
     from structret.data import parse_options
@@ -463,6 +468,7 @@ def serve(index_dir, model, host, port, extractor, extractor_options, language, 
 
     run_server(index_dir, model, host=host, port=port, extractor=extractor,
                extractor_options=parse_options(extractor_options), language=language, verify=not no_verify,
+               model_options=parse_options(model_options),
                echo=lambda line: click.echo(line, err=True))
 
 

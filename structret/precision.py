@@ -152,7 +152,9 @@ def tiny_encoder() -> Any:
 
 
 def cache_path() -> Path:
-    return Path(os.environ.get("STRUCTRET_CACHE") or Path.home() / ".cache" / "structret") / CACHE_FILE
+    from structret.artifacts import cache_dir
+
+    return cache_dir() / CACHE_FILE
 
 
 def cpu_bf16(*, run_probe: Callable[[], Probe] | None = None, path: Path | None = None) -> bool:

@@ -300,3 +300,60 @@ def test_models_an_export_cannot_reproduce_are_refused_with_the_reason(tiny_bert
     with pytest.raises(ExportError, match="formats texts with the 'product' text format"):
         check_faithful(formatted, tmp_path)
     check_faithful(plain, tmp_path)  # a plain encoder passes
+
+
+# --- runtime="onnx" / "onnx-int8": the same export as a backbone option ----------------------
+
+
+@pytest.mark.parametrize("runtime, floor", [("onnx", 0.9999), ("onnx-int8", 0.99)])
+def test_runtime_onnx_encodes_through_onnxruntime_close_to_torch(run, model, tmp_path, monkeypatch, caplog,
+                                                                 runtime, floor):
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
+    with caplog.at_level("INFO", logger="structret.backbones"):
+        onnx = open_model(None, str(run), {"runtime": runtime})
+        vectors = onnx.encode_document(DOCUMENTS)
+    assert "exporting" in caplog.text and type(onnx.backbone._onnx).__name__ == "OnnxEncoder"
+    assert cosines(vectors, model.encode_document(DOCUMENTS)).min() >= floor
+    assert cosines(onnx.encode_query(QUERIES), model.encode_query(QUERIES)).min() >= floor
+    # another process (a new backbone, same weights and settings) loads the export, never redoes it
+    caplog.clear()
+    with caplog.at_level("INFO", logger="structret.backbones"):
+        again = open_model(None, str(run), {"runtime": runtime})
+        np.testing.assert_array_equal(again.encode_document(DOCUMENTS), vectors)
+    assert "exporting" not in caplog.text and len(list((tmp_path / "onnx").iterdir())) == 1
+    # the vector cache must never hand torch's vectors to the ONNX model or back
+    assert again.backbone.fingerprint() != model.backbone.fingerprint()
+
+
+def test_runtime_onnx_cannot_train_and_says_so(run, tmp_path, monkeypatch):
+    from structret.errors import ModelLoadError
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
+    onnx = open_model(None, str(run), {"runtime": "onnx"})
+    with pytest.raises(ModelLoadError, match="cannot train; train with runtime=torch"):
+        onnx.backbone.training_module
+
+
+def test_an_unknown_runtime_is_refused_with_the_choices(run):
+    from structret.errors import StructretError
+
+    with pytest.raises(StructretError, match="runtime"):
+        open_model(None, str(run), {"runtime": "tensorrt"})
+
+
+def test_serve_takes_runtime_onnx_int8_as_a_model_option(run, model, tmp_path, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from structret.serving import create_app
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    data = write_functions(tmp_path / "functions.jsonl.gz")
+    index = structret.build_index(model, f"codesearchnet:{data}", show_progress=False)
+    index.save(tmp_path / "idx")
+    query = "read a configuration file"
+    expected = [h.id for h in index.search(model, query, k=3)]
+    for given in (None, str(run)):  # the index's own model, or the run named with --model
+        app = create_app(tmp_path / "idx", given, model_options={"runtime": "onnx-int8"})
+        assert app.state.searcher.model.backbone.runtime == "onnx-int8"
+        hits = TestClient(app).get("/api/search", params={"q": query, "k": 3}).json()["hits"]
+        assert [h["id"] for h in hits][0] == expected[0]

@@ -349,7 +349,8 @@ class TransformerBackbone:
         settings = {"class": type(self).__qualname__, "dim": self.dim, "dtype": self.dtype, "normalize": self.normalize,
                     "max_length": self.max_length, "pooling": getattr(self, "pooling", None),
                     "prefixes": self.tokenize.prefixes, "informed": getattr(self, "informed", None),
-                    "aspect_slots": list(getattr(self, "aspect_slots", ())), "torch": torch.__version__,
+                    "aspect_slots": list(getattr(self, "aspect_slots", ())), "runtime": getattr(self, "runtime", "torch"),
+                    "torch": torch.__version__,
                     "transformers": transformers.__version__, "tokenizer": type(tokenizer).__name__}
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
         digest.update(backend.to_str().encode() if backend is not None else

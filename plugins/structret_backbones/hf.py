@@ -13,6 +13,7 @@ import torch
 from structret.errors import ModelLoadError
 from structret.registry import takes_options_of
 from structret_backbones import aspects as slots
+from structret_backbones.onnx_runtime import RUNTIMES
 from structret_backbones._loading import (
     HEAD_FILE,
     TrainableMixin,
@@ -65,9 +66,11 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     text, whose last hidden states (``last_aspect_states``) are fused into the vector; saved
     in the checkpoint and restored when it is loaded.
 
-    ``dtype="auto"`` encodes under bf16 autocast only where bf16 is native (CUDA with bf16,
-    CPUs with AVX-512 BF16 or AMX), fp32 elsewhere; ``"fp32"``/``"bf16"`` force it.
+    ``dtype="auto"`` encodes under bf16 autocast only where it measured faster than fp32
+    (structret.precision), fp32 elsewhere; ``"fp32"``/``"bf16"`` force it.
     ``compile=True`` runs ``encode`` through ``torch.compile`` (worth it for large corpora).
+    ``runtime="onnx-int8"`` (or ``"onnx"``) encodes through onnxruntime instead
+    (structret_backbones.onnx_runtime); training still runs in torch.
     """
 
     plugin_name = "hf-encoder"
@@ -91,8 +94,12 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         language: str | None = None,
         split_identifiers: bool | None = None,
         aspect_slots: str | Sequence[str] | None = None,
+        runtime: Literal["torch", "onnx", "onnx-int8"] = "torch",
     ):
         check_choice("pooling", pooling, ("cls", "mean"))
+        check_choice("runtime", runtime, RUNTIMES)
+        self.runtime = runtime
+        self._onnx: Any = None  # the onnxruntime encoder of runtime="onnx[-int8]", made on first encode
         super().__init__(
             model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
             document_prefix=document_prefix, device=device, dtype=dtype,
@@ -179,6 +186,24 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     @property
     def strict(self) -> bool:
         return bool(self.informed_layers and self.informed["strict"])
+
+    def encode(self, texts: Sequence[str], *, kind: str = "document", batch_size: int = 32,
+               show_progress: bool = False) -> Any:
+        """float32 [len(texts), dim], row i for texts[i]; through onnxruntime with runtime="onnx[-int8]"."""
+        if self.runtime == "torch":
+            return super().encode(texts, kind=kind, batch_size=batch_size, show_progress=show_progress)
+        if self._onnx is None:
+            from structret_backbones.onnx_runtime import onnx_encoder
+
+            self._onnx = onnx_encoder(self, self.plugin_name)
+        return self._onnx.encode(texts, kind=kind, batch_size=batch_size, show_progress=show_progress)
+
+    @property
+    def training_module(self) -> torch.nn.Module:
+        if self.runtime != "torch":  # the trainer would update weights the ONNX graph no longer follows
+            raise ModelLoadError(f"runtime={self.runtime} encodes through onnxruntime, which cannot train; train with "
+                                 f"runtime=torch (the default), then encode the trained run with runtime={self.runtime}.")
+        return super().training_module
 
     def _forward_inputs(self, batch: Any) -> tuple[dict[str, Any], Any]:
         inputs = {name: batch[name] for name in self._inputs if name in batch}

@@ -45,6 +45,10 @@ class HFEncoder(Encoder):
     """With informed_layers: the code's language (default python)."""
     split_identifiers: bool | None = None
     """With informed_layers: split identifiers into sub-words before linearizing (default true)."""
+    runtime: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    """What encodes: torch, or onnxruntime over this model exported to ONNX on first use (kept in
+    STRUCTRET_CACHE/onnx under the model's fingerprint, checked against torch: cosine >= 0.9999
+    for onnx, >= 0.99 for onnx-int8). For encoding, indexing and serving; training needs torch."""
     aspect_slots: Names | None = None
     """MADRAL's aspect slots, e.g. "section,role": one learned [ASPECT:name] token per aspect after the first
     token of every text, their states fused into the vector (aspect-predict trains them and adds them when

@@ -87,6 +87,11 @@ class OnnxEncoder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         # similar lengths together: padding is most of the waste on CPU
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        bar = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(texts), unit="text", desc=f"encoding {kind}s ({self.variant}, onnxruntime)")
         for first in range(0, len(order), batch_size):
             rows = order[first:first + batch_size]
             encoded = self.tokenizer.encode_batch([texts[i] for i in rows])
@@ -94,6 +99,10 @@ class OnnxEncoder:
                      "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
                      "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
             out[rows] = self.session.run(None, {name: feeds[name] for name in self._inputs})[0]
+            if bar is not None:
+                bar.update(len(rows))
+        if bar is not None:
+            bar.close()
         return out
 
     def __repr__(self) -> str:

@@ -161,9 +161,9 @@ def write_onnx(model: Any, run: Path, out: Path, *, shown: Path | None = None,
 
 
 def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
-               min_seconds: float = 1.0) -> list[str]:
-    """Cosine of each variant to the torch model, then texts/s of each; ExportError below the
-    thresholds. The int8 graph is quantized again, keeping more in fp32, until it passes."""
+               min_seconds: float = 1.0, speed: bool = True) -> list[str]:
+    """Cosine of each variant to the torch model, then (``speed``) texts/s of each; ExportError
+    below the thresholds. The int8 graph is quantized again, keeping more in fp32, until it passes."""
     import torch
 
     from structret.exporting.errors import ExportError
@@ -177,8 +177,11 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
                    cosines(encoder.encode(SAMPLE_QUERIES, kind="query", batch_size=1), reference["query"]).min(),
                    cosines(encoder.encode(SAMPLE_DOCUMENTS, kind="document"), reference["document"]).min())
 
-    lines, speed = [], {"torch": texts_per_second(lambda t: model.encode_document(t), SAMPLE_DOCUMENTS,
-                                                  min_seconds=min_seconds)}
+    timed = speed
+    lines, speed = [], {}
+    if timed:
+        speed["torch"] = texts_per_second(lambda t: model.encode_document(t), SAMPLE_DOCUMENTS,
+                                          min_seconds=min_seconds)
     fp32 = OnnxEncoder(out, variant="fp32", threads=threads)
     found = worst(fp32)
     lines.append(f"onnx fp32: min cosine to the torch model {found:.6f} (needs >= {FP32_COSINE})")
@@ -186,8 +189,9 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
     if found < FP32_COSINE:
         raise ExportError(f"the ONNX fp32 graph gives vectors that differ from the run's (cosine "
                           f"{found:.6f} < {FP32_COSINE}), so nothing was written. Report this with the run's backbone.")
-    speed["onnx fp32"] = texts_per_second(lambda t: fp32.encode(t, kind="document"), SAMPLE_DOCUMENTS,
-                                          min_seconds=min_seconds)
+    if timed:
+        speed["onnx fp32"] = texts_per_second(lambda t: fp32.encode(t, kind="document"), SAMPLE_DOCUMENTS,
+                                              min_seconds=min_seconds)
     tried = []
     for level, what in INT8_LEVELS.items():
         if level != "none":  # write_graphs quantized everything; keep more in fp32 this time
@@ -204,8 +208,10 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
     _record_int8_level(out, level)
     lines.append(f"onnx int8 ({what}): min cosine to the torch model {found:.6f} (needs >= {INT8_COSINE})")
     echo(lines[-1])
+    if not timed:
+        return lines
     speed["onnx int8"] = texts_per_second(lambda t: int8.encode(t, kind="document"), SAMPLE_DOCUMENTS,
-                                           min_seconds=min_seconds)
+                                          min_seconds=min_seconds)
     line = (f"speed on this CPU ({threads} threads, {len(SAMPLE_DOCUMENTS)} sample documents): "
             + ", ".join(f"{k} {v:.1f} texts/s" for k, v in speed.items()))
     echo(line)

@@ -114,10 +114,11 @@ def _missing(util: Any, name: str) -> bool:
 
 def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
                extractor_options: dict[str, Any] | None = None, language: str | None = None,
-               verify: bool = True, max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS):
+               verify: bool = True, max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS,
+               model_options: dict[str, Any] | None = None):
     """The ASGI app serving ``index`` (a directory of ``structret index`` or a SearchIndex),
     its model loaded now, once (``model``: a Model or a name/run/path; None: the index's
-    own). ``extractor``: the entities to mark (None: chosen as structret.serving.entities
+    own; ``model_options`` go to its backbone, e.g. ``{"runtime": "onnx-int8"}``). ``extractor``: the entities to mark (None: chosen as structret.serving.entities
     says; ``"none"``: no marks). Mount it in another Starlette/FastAPI app, or run it with
     any ASGI server (``uvicorn.run(app)``).
 
@@ -133,7 +134,7 @@ def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
     from structret.serving.page import render
 
     searcher = open_searcher(index, model, extractor=extractor, extractor_options=extractor_options,
-                             language=language, verify=verify)
+                             language=language, verify=verify, model_options=model_options)
     limits = Limits(max_k, max_query_chars)
     info = searcher.health()
     highlight = searcher.highlight_language

@@ -183,12 +183,14 @@ class Searcher:
 
 def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None,
                   extractor_options: dict[str, Any] | None = None, language: str | None = None,
-                  verify: bool = True) -> Searcher:
+                  verify: bool = True, model_options: dict[str, Any] | None = None) -> Searcher:
     """Load ``index`` (a directory of ``structret index`` or a SearchIndex) and its model
     (``model``: a Model, a name/run/path for ``structret.load_model``, or None for the one
-    the index records), and choose the entity extractor. Raises StructretError with a
-    sentence for the user when any of them cannot be used."""
+    the index records; ``model_options`` go to its backbone, e.g. ``runtime="onnx-int8"``),
+    and choose the entity extractor. Raises StructretError with a sentence for the user when
+    any of them cannot be used."""
     from structret.api import Model, SearchIndex, load_index, load_model
+    from structret.api.models import open_model
 
     if not isinstance(index, SearchIndex):
         index = load_index(os.fspath(index), verify=verify)
@@ -201,10 +203,13 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
         if not index.meta.get("backbone"):
             raise StructretError(f"{index.path or 'the index'} records no backbone, so queries cannot be encoded; "
                                  f"pass --model NAME_OR_RUN, the model that built it.")
+        if model_options:
+            index.use(open_model(index.meta["backbone"], index.meta.get("model_override"), model_options,
+                                 verify=verify))
         model = index.model  # loaded once here, checked against the index
     else:
         if not isinstance(model, Model):
-            model = load_model(str(model), verify=verify)
+            model = load_model(str(model), verify=verify, **(model_options or {}))
         index.use(model)  # another model's scores would mean nothing: refused before serving
     # what the data is (Python code?) is judged on the first texts: enough, and cheap for a big index
     texts = list(islice(index.texts.values(), 200)) if index.texts else []

@@ -1,0 +1,63 @@
+"""``runtime="onnx"`` / ``"onnx-int8"``: an encoder backbone's ``encode`` through onnxruntime.
+
+The first encode exports the model as ``structret export --format onnx`` does (the same graph,
+the same int8 quantization and the same cosine checks against the torch model), into
+``STRUCTRET_CACHE/onnx/<fingerprint>``: the next process, and every index or server using the
+same weights and settings, loads it in a fraction of a second. The torch model stays loaded,
+because training, MEP heads and checks need it; only ``encode`` changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from structret.errors import ModelLoadError
+
+log = logging.getLogger("structret.backbones")
+
+RUNTIMES = ("torch", "onnx", "onnx-int8")
+DIRECTORY = "onnx"
+
+
+def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
+    """The onnxruntime encoder of ``backbone``'s current weights, exported and checked on first use."""
+    from structret.artifacts import atomic_dir, cache_dir, verify_checksums
+    from structret.exporting import ExportError, check_faithful, require
+    from structret.exporting.onnx_encoder import OnnxEncoder
+
+    variant = "int8" if backbone.runtime == "onnx-int8" else "fp32"
+    try:
+        require("onnx", "onnxruntime")
+    except ExportError as exc:
+        raise ModelLoadError(f"runtime={backbone.runtime}: {exc}") from None
+    runtime, dtype = backbone.runtime, backbone.dtype
+    backbone.runtime, backbone.dtype = "torch", None  # the export and its reference vectors: torch, fp32
+    try:
+        where = cache_dir() / DIRECTORY / backbone.fingerprint()[:40]
+        if not (where / "checksums.json").is_file():
+            _export(backbone, backbone_name, runtime, where, atomic_dir, check_faithful)
+        verify_checksums(where)
+    finally:
+        backbone.runtime, backbone.dtype = runtime, dtype
+    import torch
+
+    return OnnxEncoder(where, variant=variant, threads=torch.get_num_threads())
+
+
+def _export(backbone: Any, backbone_name: str, runtime: str, where: Any, atomic_dir: Any, check_faithful: Any) -> None:
+    from structret.api.models import Model
+    from structret.exporting import ExportError
+    from structret.exporting.onnx_graph import check_onnx, write_graphs
+
+    model = Model(backbone, backbone_name=backbone_name)
+    try:
+        check_faithful(model, where)
+        log.info("runtime=%s: exporting %s to ONNX in %s (once)", runtime, backbone.name, where)
+        with atomic_dir(where) as tmp:
+            write_graphs(model, tmp, source=backbone.source)
+            for line in check_onnx(model, tmp, echo=log.info, speed=False):
+                log.info("%s", line)
+    except ExportError as exc:
+        raise ModelLoadError(f"runtime={runtime} cannot be used for {backbone.name}: {exc} "
+                             f"Encode with runtime=torch (the default).") from None
