@@ -38,13 +38,29 @@ HNSW = [
 ]
 
 
+def reserved_modules() -> set[str]:
+    """Top-level module names of the reserved Python packages (../shared/RESERVED-SOURCES.md):
+    search settings are chosen on these vectors, so none of them may come from held-out code."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    from code_corpus import RESERVED_FILE, read_reserved
+
+    names = {n.lower().replace("-", "_") for n in read_reserved(RESERVED_FILE).get("python", set())}
+    # distributions whose import name differs from their name
+    return names | {"dateutil"}  # python-dateutil imports as dateutil
+
+
 def function_lines(limit: int) -> list[tuple[str, str]]:
     """(index text, docstring line) for functions found under site-packages and the stdlib."""
     roots = [*site.getsitepackages(), sysconfig.get_paths()["stdlib"]]
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
+    held_out = reserved_modules()
     for root in roots:
         for path in sorted(Path(root).rglob("*.py")):
+            if path.relative_to(root).parts[0].lower() in held_out:
+                continue
             try:
                 tree = ast.parse(path.read_bytes())
             except (SyntaxError, ValueError, OSError, RecursionError):

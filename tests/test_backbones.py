@@ -66,6 +66,31 @@ def test_batch_size_does_not_change_vectors_or_order(which, request, monkeypatch
     assert not np.allclose(seven[0], seven[1])
 
 
+def test_token_batches_fill_a_budget_of_padded_tokens():
+    lengths = [256, 250, 130, 129, 64, 12, 12, 12, 12, 12, 9, 3, 1, 0]
+    slices = list(_loading.token_batches(lengths, budget=512))
+    assert [first for first, _ in slices] == [0, *[last for _, last in slices][:-1]]  # contiguous
+    assert slices[-1][1] == len(lengths)
+    for first, last in slices:
+        padded = -(-max(lengths[first], 1) // 8) * 8
+        assert (last - first) * padded <= 512 or last - first == 1  # one text longer than the budget still goes
+    sizes = [last - first for first, last in slices]
+    assert sizes[0] == 2 and sizes[-1] > 8  # two long texts, many short ones
+
+
+def test_short_texts_share_a_batch(bert_mean, monkeypatch):
+    forwards = []
+    embed = bert_mean.embed
+
+    def counted(batch, **kwargs):
+        forwards.append(batch["input_ids"].shape)
+        return embed(batch, **kwargs)
+
+    monkeypatch.setattr(bert_mean, "embed", counted)
+    bert_mean.encode(["short text"] * 40, batch_size=2)  # 2 x max_length 64 = 128 tokens a batch
+    assert all(rows * length <= 128 for rows, length in forwards) and len(forwards) < 20
+
+
 def test_mean_pooling_matches_hand_computation(bert_mean):
     expected = _one_by_one(
         bert_mean.tokenizer,

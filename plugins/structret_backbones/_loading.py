@@ -13,7 +13,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -266,7 +266,9 @@ def encode_texts(
     then tokenized a window at a time and re-sorted by token count inside the window:
     on real code that cuts padding from ~27% to ~8% of the tokens, and each text is
     still tokenized only once, with memory bounded by the window. Longest first, so
-    running out of memory happens at once rather than at the end.
+    running out of memory happens at once rather than at the end. ``batch_size`` counts
+    texts of the longest length (``max_length``): a batch holds up to ``batch_size *
+    max_length`` tokens, so shorter texts go more to a batch (:func:`token_batches`).
     """
     if isinstance(texts, str):
         raise BackboneOptionError("encode() takes a list of texts, not a single string: use encode([text]).")
@@ -287,12 +289,27 @@ def encode_texts(
             rows = by_chars[start : start + window]
             features = tokenizer.ids([texts[i] for i in rows], kind=kind)
             by_tokens = sorted(range(len(rows)), key=lambda j: -len(features["input_ids"][j]))
-            for first in range(0, len(rows), batch_size):
-                batch = by_tokens[first : first + batch_size]
+            lengths = [len(features["input_ids"][j]) for j in by_tokens]
+            for first, last in token_batches(lengths, batch_size * tokenizer.max_length):
+                batch = by_tokens[first:last]
                 padded = tokenizer.pad({key: [values[j] for j in batch] for key, values in features.items()})
                 out[[rows[j] for j in batch]] = embed(padded.to(device), kind=kind).float().cpu().numpy()
                 bar.update(len(batch))
     return out
+
+
+def token_batches(lengths: Sequence[int], budget: int) -> Iterator[tuple[int, int]]:
+    """``(first, last)`` slices of ``lengths`` (sorted longest first) holding at most ``budget``
+    tokens each once padded to their first (longest) text: ``batch_size`` texts of the longest
+    possible length, and more of shorter ones, so short queries run in batches big enough for
+    the matrix products to reach the CPU's rate (32 queries of 12 tokens encoded at half the
+    tokens/s of long documents)."""
+    first = 0
+    while first < len(lengths):
+        padded = -(-max(lengths[first], 1) // 8) * 8
+        last = min(len(lengths), first + max(1, budget // padded))
+        yield first, last
+        first = last
 
 
 class TransformerBackbone:
