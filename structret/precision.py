@@ -66,15 +66,26 @@ def cpu_key() -> str:
 
 
 def cpu_model() -> str:
+    """The model name with family/model/stepping and the bf16-related flags: cloud VMs name very
+    different CPUs alike (2 cores of a Zen 3 and of a Zen 4 both read "AMD EPYC")."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    if "model name" not in fields:
+        return platform.processor() or platform.machine() or "unknown CPU"
+    flags = sorted(set(fields.get("flags", "").split()) & BF16_FLAGS)
+    where = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
+    return f"{fields['model name']} ({where}; {' '.join(flags) or 'no bf16/avx512 flags'})"
 
+
+BF16_FLAGS = {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni", "avx_vnni"}
 
 # a round this much slower than the fastest of its kind means something else took the CPU
 STEADY = 1.5
