@@ -7,7 +7,7 @@ sentence-transformers' ``encode``, the worst cosine between the two embeddings o
 and how close each run comes to this CPU's measured matmul rate (the roofline: MiniLM's
 FLOPs per token are counted from its config). ::
 
-    python benchmarks/bench_encode.py              # fp32, bf16 (where the CPU has it), auto, onnx-int8
+    python benchmarks/bench_encode.py              # fp32, bf16 (where the CPU has it), auto, onnx, onnx-int8
     python benchmarks/bench_encode.py --compile    # also torch.compile
 
 Where the CPU has no bf16 instructions, bf16 is timed on a few texts only (it is emulated).
@@ -69,7 +69,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--compile", action="store_true", help="also time encode(compile=True)")
-    parser.add_argument("--no-int8", action="store_true", help="leave out runtime=onnx-int8 (needs onnx, onnxruntime)")
+    parser.add_argument("--no-int8", action="store_true",
+                        help="leave out runtime=onnx and onnx-int8 (they need onnx, onnxruntime)")
     parser.add_argument("--bf16-texts", type=int, default=64,
                         help="texts for bf16 where the CPU has no bf16 instructions (emulated: ~100x slower)")
     args = parser.parse_args()
@@ -94,7 +95,8 @@ def main() -> None:
     variants[f"structret dtype=auto (-> {auto})"] = {}
     if args.compile:
         variants["structret compile=True"] = {"compile": True}
-    if not args.no_int8:
+    if not args.no_int8:  # the exact path through onnxruntime, then its dynamic int8
+        variants["structret runtime=onnx (fp32)"] = {"runtime": "onnx"}
         variants["structret runtime=onnx-int8"] = {"runtime": "onnx-int8"}
     registry = get_registry()
     backbones = {label: registry.create("backbone", "minilm", **options) for label, options in variants.items()}

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from _tiny_models import corpus, tiny_bert_dir, tiny_t5_dir, one_torch_thread  # noqa: F401  (fixtures)
+from structret.batching import token_batches
 from structret.errors import ModelLoadError
 from structret.contracts import Backbone
 from structret_backbones import _loading
@@ -68,7 +69,7 @@ def test_batch_size_does_not_change_vectors_or_order(which, request, monkeypatch
 
 def test_token_batches_fill_a_budget_of_padded_tokens():
     lengths = [256, 250, 130, 129, 64, 12, 12, 12, 12, 12, 9, 3, 1, 0]
-    slices = list(_loading.token_batches(lengths, budget=512))
+    slices = list(token_batches(lengths, budget=512))
     assert [first for first, _ in slices] == [0, *[last for _, last in slices][:-1]]  # contiguous
     assert slices[-1][1] == len(lengths)
     for first, last in slices:

@@ -13,7 +13,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -21,10 +21,11 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from structret import precision
+from structret.batching import PAD_TO, WINDOW, token_batches
 from structret.errors import ModelLoadError, StructretError
 
 # texts tokenized at once when encoding: enough to sort well, small enough to hold
-_WINDOW = 4096
+_WINDOW = WINDOW  # module-level so tests can shrink it
 
 # "name" or "org/name", as the hub spells repository ids
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -234,8 +235,7 @@ class PrefixedTokenizer:
         return dict(encoded)
 
     def pad(self, features: dict[str, list[list[int]]]) -> Any:
-        # multiples of 8 suit GPU kernels and cost CPU almost nothing
-        return self.tokenizer.pad(features, padding=True, pad_to_multiple_of=8, return_tensors="pt")
+        return self.tokenizer.pad(features, padding=True, pad_to_multiple_of=PAD_TO, return_tensors="pt")
 
     def __call__(self, texts: Sequence[str], *, kind: str = "document", max_length: int | None = None) -> Any:
         return self.pad(self.ids(texts, kind=kind, max_length=max_length))
@@ -268,7 +268,7 @@ def encode_texts(
     still tokenized only once, with memory bounded by the window. Longest first, so
     running out of memory happens at once rather than at the end. ``batch_size`` counts
     texts of the longest length (``max_length``): a batch holds up to ``batch_size *
-    max_length`` tokens, so shorter texts go more to a batch (:func:`token_batches`).
+    max_length`` tokens, so shorter texts go more to a batch (structret.batching).
     """
     if isinstance(texts, str):
         raise BackboneOptionError("encode() takes a list of texts, not a single string: use encode([text]).")
@@ -297,19 +297,6 @@ def encode_texts(
                 bar.update(len(batch))
     return out
 
-
-def token_batches(lengths: Sequence[int], budget: int) -> Iterator[tuple[int, int]]:
-    """``(first, last)`` slices of ``lengths`` (sorted longest first) holding at most ``budget``
-    tokens each once padded to their first (longest) text: ``batch_size`` texts of the longest
-    possible length, and more of shorter ones, so short queries run in batches big enough for
-    the matrix products to reach the CPU's rate (32 queries of 12 tokens encoded at half the
-    tokens/s of long documents)."""
-    first = 0
-    while first < len(lengths):
-        padded = -(-max(lengths[first], 1) // 8) * 8
-        last = min(len(lengths), first + max(1, budget // padded))
-        yield first, last
-        first = last
 
 
 class TransformerBackbone:

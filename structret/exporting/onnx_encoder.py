@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from structret.batching import WINDOW
 from structret.errors import ModelLoadError
 
 ONNX_META = "onnx_export.json"
@@ -73,7 +74,7 @@ class OnnxEncoder:
         self.tokenizer = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
         # as transformers truncates: special tokens included in max_length
         self.tokenizer.enable_truncation(self.max_length)
-        self.tokenizer.enable_padding(pad_id=int(meta["pad_id"]), pad_token=meta["pad_token"])
+        self.pad_id = int(meta["pad_id"])  # padding is done per batch, to the batch's longest text
 
     def encode(self, texts: Sequence[str], *, kind: str = "document", batch_size: int = 32,
                show_progress: bool = False) -> np.ndarray:
@@ -85,22 +86,36 @@ class OnnxEncoder:
         prefix = self.prefixes[kind]
         texts = [prefix + t for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        # similar lengths together: padding is most of the waste on CPU
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         bar = None
         if show_progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(texts), unit="text", desc=f"encoding {kind}s ({self.variant}, onnxruntime)")
-        for first in range(0, len(order), batch_size):
-            rows = order[first:first + batch_size]
+        # a window tokenized, then re-sorted by tokens (structret.batching), batch_size texts a batch,
+        # padded to its longest: not the torch encoder's token budget, because int8's activation scale
+        # is one per tensor, so more rows (and padding) in a batch cost precision (tested)
+        for start in range(0, len(texts), max(WINDOW, batch_size)):
+            rows = by_chars[start:start + max(WINDOW, batch_size)]
             encoded = self.tokenizer.encode_batch([texts[i] for i in rows])
-            feeds = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-                     "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-                     "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
-            out[rows] = self.session.run(None, {name: feeds[name] for name in self._inputs})[0]
-            if bar is not None:
-                bar.update(len(rows))
+            by_tokens = sorted(range(len(rows)), key=lambda j: -len(encoded[j].ids))
+            lengths = [len(encoded[j].ids) for j in by_tokens]
+            for first in range(0, len(rows), batch_size):
+                batch = by_tokens[first:first + batch_size]
+                width = max(lengths[first], 1)
+                feeds = {name: np.zeros((len(batch), width), dtype=np.int64) for name in self._inputs}
+                if "input_ids" in feeds:
+                    feeds["input_ids"][:] = self.pad_id
+                for row, j in enumerate(batch):
+                    e = encoded[j]
+                    n = len(e.ids)
+                    for name, values in (("input_ids", e.ids), ("attention_mask", e.attention_mask),
+                                         ("token_type_ids", e.type_ids)):
+                        if name in feeds:
+                            feeds[name][row, :n] = values
+                out[[rows[j] for j in batch]] = self.session.run(None, feeds)[0]
+                if bar is not None:
+                    bar.update(len(batch))
         if bar is not None:
             bar.close()
         return out
