@@ -1,5 +1,5 @@
 from structret import hookimpl
-from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING
+from structret.records import COIR_RANKING, CODE_SEARCH, GRADED_RERANK, QRELS_RANKING
 
 OPTIONS = "structret_datasets.options"  # the readers' options, declared apart: listing them reads no file
 
@@ -47,6 +47,12 @@ def register_datasets(register):
         help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
     )
     register(
+        "coir",
+        "structret_datasets.coir:read",
+        options=f"{OPTIONS}:Reader",
+        help="a CoIR task folder (BEIR layout: corpus.jsonl, queries.jsonl, qrels/test.tsv), scored as CoIR scores it",
+    )
+    register(
         "tevatron",
         "structret_datasets.tevatron:read",
         options=f"{OPTIONS}:Reader",
@@ -72,4 +78,9 @@ def register_protocols(register):
         QRELS_RANKING,
         "structret.evaluation.protocols:QrelsRanking",
         help="any qrels (BEIR, Debian test): the whole corpus ranked, nDCG@10, R@100, MRR@10 or the dataset's measures",
+    )
+    register(
+        COIR_RANKING,
+        "structret.evaluation.protocols:CoirRanking",
+        help="a CoIR task: the whole corpus ranked, nDCG@10 as CoIR computes it (identical ids ignored)",
     )
