@@ -53,6 +53,25 @@ def register_datasets(register):
         help="a CoIR task folder (BEIR layout: corpus.jsonl, queries.jsonl, qrels/test.tsv), scored as CoIR scores it",
     )
     register(
+        "cosqa",
+        "structret_datasets.cosqa:read_cosqa",
+        options=f"{OPTIONS}:Reader",
+        help="CoSQA (CoCLR's data/search): code_idx_map.txt + cosqa-retrieval-{test,dev}-500.json, or cosqa-train.json",
+    )
+    register(
+        "cosqa-plus",
+        "structret_datasets.cosqa:read_cosqa_plus",
+        options=f"{OPTIONS}:Reader",
+        help="CoSQA+: final_augment_codebase.json, query.json, final_augment_query_code_pairs_for_search.json",
+    )
+    register(
+        "ma-amazon",
+        "structret_datasets.ma_amazon:read",
+        options=f"{OPTIONS}:Reader",
+        help="ATTEMPT's MA-Amazon: amazon_corpus_with_cate_clean.jsonl + {train,dev,test}_qrel.txt; "
+        "brand/color/category_1-4 aspects, ATTEMPT's full-corpus R@100, R@500, nDCG@50",
+    )
+    register(
         "tevatron",
         "structret_datasets.tevatron:read",
         options=f"{OPTIONS}:Reader",
