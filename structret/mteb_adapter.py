@@ -32,6 +32,7 @@ from mteb.types import PromptType
 
 from structret.api.models import Model, load_model
 from structret.errors import StructretError
+from structret.records import COIR_RANKING
 
 
 class StructretEncoder(AbsEncoder):
@@ -105,6 +106,8 @@ def local_retrieval_task(spec: str, *, split: str = "test", name: str | None = N
     relevant = {q: {d: int(level) for d, level in docs.items()} for q, docs in judged.items()}
 
     class LocalRetrieval(AbsTaskRetrieval):
+        # CoIR scores with BEIR's ignore_identical_ids (structret's coir-ranking protocol too)
+        ignore_identical_ids = dataset.task == COIR_RANKING
         metadata = TaskMetadata(
             name=task_name,
             description=f"{spec}, split {split}, read by structret's '{spec.partition(':')[0]}' reader.",

@@ -29,20 +29,30 @@ def _batches(texts, size=2):
     return DataLoader([{"text": t} for t in texts], batch_size=size)
 
 
+@pytest.fixture(scope="module")
+def minilm():
+    # the bundled MiniLM, not the tiny random model: that one's scores differ only in the 6th
+    # digit (near-constant vectors), so mteb's torch matmul and structret's numpy one break the
+    # near-ties differently. fp32: bf16 vectors change with the padding of their batch, and mteb
+    # batches texts differently from structret.
+    return structret.load_model("minilm", dtype="fp32")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", [BEIR, COIR_TASK])
-def test_mteb_scores_a_structret_model_as_structret_does(tiny_bert_dir, spec):
-    model = structret.load_model(str(tiny_bert_dir))
+def test_mteb_scores_a_structret_model_as_structret_does(minilm, spec):
+    model = minilm
     task = local_retrieval_task(spec)
     result = mteb.evaluate(as_mteb_model(model), task, cache=None, show_progress_bar=False)
     scores = result.task_results[0].scores["test"][0]
     ours = structret.evaluate(model, spec, show_progress=False)
     # mteb rounds its scores to 5 decimals
     assert scores["ndcg_at_10"] == pytest.approx(ours["nDCG@10"], abs=1e-5)
-    assert 0 < scores["ndcg_at_10"] < 1  # a tiny random model: neither nothing nor everything right
+    assert 0 < scores["ndcg_at_10"] <= 1
 
 
 def test_prompt_type_routes_queries_and_documents(tiny_bert_dir):
-    model = structret.load_model(str(tiny_bert_dir), query_prefix="query: ", document_prefix="passage: ")
+    model = structret.load_model(str(tiny_bert_dir), dtype="fp32", query_prefix="query: ", document_prefix="passage: ")
     encoder = as_mteb_model(model)
     texts = ["read a config file", "parse a date string", "sort numbers"]
     meta = local_retrieval_task(BEIR).metadata
