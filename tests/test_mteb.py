@@ -49,6 +49,8 @@ def test_mteb_scores_a_structret_model_as_structret_does(minilm, spec):
     # mteb rounds its scores to 5 decimals
     assert scores["ndcg_at_10"] == pytest.approx(ours["nDCG@10"], abs=1e-5)
     assert 0 < scores["ndcg_at_10"] <= 1
+    if spec == BEIR:
+        assert scores["ndcg_at_10"] < 0.9  # a ranking with mistakes in it: the two agree on those too
 
 
 def test_prompt_type_routes_queries_and_documents(tiny_bert_dir):
