@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -67,12 +68,12 @@ def test_cosqa_bad_rows_are_skipped_with_their_index_and_broken_json_is_an_error
 
 def test_cosqa_plus_queries_may_match_several_codes():
     ds = load_dataset(f"cosqa-plus:{DATA / 'cosqa-plus'}")
-    assert ds.task == "qrels-ranking" and len(ds.corpus) == 6
+    assert ds.task == "multi-answer-ranking" and len(ds.corpus) == 6
     assert ds.qrels["cosqa-train-1002"] == {"cosqa-plus-code-1": 1, "cosqa-plus-code-4": 1}
     assert set(ds.queries) == {"cosqa-train-1001", "cosqa-train-1002", "cosqa-train-1003"}
     assert ds.stats.skipped == {"no matching code in final_augment_query_code_pairs_for_search.json": 1}
     _balanced(ds)
-    assert set(evaluate("bm25", ds, show_progress=False)) == {"nDCG@10", "R@100", "MRR@10"}
+    assert set(evaluate("bm25", ds, show_progress=False)) == {"MMRR", "nDCG@10", "R@100", "MRR@10"}
     with pytest.raises(DataError, match="needs dev_query_code_pairs.json"):
         load_dataset(f"cosqa-plus:{DATA / 'cosqa-plus'}", split="dev")
 
@@ -133,3 +134,31 @@ def test_ma_amazon_counts_every_judgement_line(tmp_path_factory, rows):
     ds = load_dataset(f"ma-amazon:{folder}")
     _balanced(ds)
     assert all(set(docs) <= set(ds.corpus) for docs in ds.qrels.values())
+
+
+class FixedScores:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def score(self, queries, doc_indices=None):
+        return np.array([self.rows[q] for q in queries], dtype=float)
+
+
+def test_mmrr_is_each_answers_reciprocal_rank_among_the_non_answers():
+    ds = load_dataset(f"cosqa-plus:{DATA / 'cosqa-plus'}")
+    protocol = make_protocol(ds)
+    at = {d: i for i, d in enumerate(protocol.doc_ids)}
+
+    def scores(order):  # the documents in this order score 6, 5, 4, ...
+        row = [0.0] * len(protocol.doc_ids)
+        for rank, d in enumerate(order):
+            row[at[f"cosqa-plus-code-{d}"]] = 6.0 - rank
+        return row
+
+    rows = {"python read config file into dict": scores([0, 1, 2, 3, 4, 5]),       # answer 0 first: 1
+            "python date and time helpers": scores([2, 1, 3, 4, 0, 5]),            # answers 1, 4 at ranks 2, 4
+            "python check file is readonly": scores([0, 1, 2, 3, 4, 5])}           # answer 3 at rank 4
+    row = protocol.evaluate(FixedScores(rows))
+    # CoSQA+: ranks 2 and 4 -> 1/2 and 1/(4-1); MMRR = mean(1, (1/2 + 1/3) / 2, 1/4)
+    assert row["MMRR"] == pytest.approx((1 + 5 / 12 + 0.25) / 3)
+    assert row["MRR@10"] == pytest.approx((1 + 0.5 + 0.25) / 3)

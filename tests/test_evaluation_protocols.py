@@ -14,6 +14,7 @@ from structret.evaluation.protocols import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_CO
 from structret.records import (
     COIR_RANKING,
     CODE_SEARCH,
+    MULTI_ANSWER_RANKING,
     GRADED_RERANK,
     PRETRAINING,
     QRELS_RANKING,
@@ -27,7 +28,7 @@ from structret.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
 BUILTIN = {CODE_SEARCH: "CodeSearch", GRADED_RERANK: "GradedRerank", QRELS_RANKING: "QrelsRanking",
-           COIR_RANKING: "CoirRanking"}
+           COIR_RANKING: "CoirRanking", MULTI_ANSWER_RANKING: "MultiAnswerRanking"}
 
 
 def code_dataset(n: int, **fields) -> Dataset:
@@ -77,7 +78,7 @@ def test_every_builtin_reader_declares_its_task(fresh_registry, esci_dir, tmp_pa
         (f"tevatron:{tevatron}", None, QRELS_RANKING),
         (f"coir:{DATA / 'coir' / 'cosqa'}", "test", COIR_RANKING),
         (f"cosqa:{DATA / 'cosqa'}", "test", CODE_SEARCH),
-        (f"cosqa-plus:{DATA / 'cosqa-plus'}", "test", QRELS_RANKING),
+        (f"cosqa-plus:{DATA / 'cosqa-plus'}", "test", MULTI_ANSWER_RANKING),
         (f"ma-amazon:{DATA / 'ma-amazon'}", "test", QRELS_RANKING),
     ]
     for spec, split, task in cases:
@@ -142,7 +143,7 @@ def test_an_unknown_task_is_refused_listing_the_known_ones(fresh_registry):
     message = str(err.value)
     assert "cannot evaluate dataset 'notes' (task 'qrels-rankin')" in message
     assert "Did you mean 'qrels-ranking'?" in message
-    assert "code-search, coir-ranking, graded-rerank, qrels-ranking" in message
+    assert "code-search, coir-ranking, graded-rerank, multi-answer-ranking, qrels-ranking" in message
     assert "register_protocols" in message
 
 

@@ -27,8 +27,8 @@ CoSQA+ (``cosqa-plus``), as DeepSoftwareAnalytics/CoSQA_Plus publishes it: one f
 Split ``test`` (the default) is every query with at least one matching code, as the
 released benchmark is; ``{split}_query_code_pairs.json`` beside them (train, dev, test, as
 the authors' ``divide_dataset.py`` writes them) selects a split's pairs instead. A query
-may match several codes: the task is ``qrels-ranking`` (nDCG@10, R@100, MRR@10 over the
-whole code base). CoSQA+'s own measure, MMRR, is not computed here.
+may match several codes: the task is ``multi-answer-ranking``, the whole code base ranked,
+CoSQA+'s own measure MMRR beside nDCG@10, R@100 and MRR@10.
 
 Rows that cannot be used are skipped and counted (``file:[index]``): a missing id or
 text, an answer index the code base does not have, a label that is not 0 or 1.
@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 
 from structret.errors import DataError
-from structret.records import CODE_SEARCH, MAX_FIELD_CHARS, QRELS_RANKING, CodeRecord, Dataset, Query, ReadStats
+from structret.records import CODE_SEARCH, MAX_FIELD_CHARS, MULTI_ANSWER_RANKING, CodeRecord, Dataset, Query, ReadStats
 
 from structret_datasets._json_array import iter_json_array
 from structret_datasets._rows import BadRow, check_choice, get_id, get_str
@@ -227,4 +227,4 @@ def read_cosqa_plus(path: str, *, split: str | None = None, max_field_chars: int
             queries[qid] = query
         else:
             stats.leave_out(f"no matching code in {pairs_file}")
-    return Dataset(name=PLUS, corpus=corpus, queries=queries, qrels=qrels, stats=stats, task=QRELS_RANKING)
+    return Dataset(name=PLUS, corpus=corpus, queries=queries, qrels=qrels, stats=stats, task=MULTI_ANSWER_RANKING)

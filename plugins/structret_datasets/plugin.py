@@ -1,5 +1,5 @@
 from structret import hookimpl
-from structret.records import COIR_RANKING, CODE_SEARCH, GRADED_RERANK, QRELS_RANKING
+from structret.records import COIR_RANKING, CODE_SEARCH, GRADED_RERANK, MULTI_ANSWER_RANKING, QRELS_RANKING
 
 OPTIONS = "structret_datasets.options"  # the readers' options, declared apart: listing them reads no file
 
@@ -102,4 +102,9 @@ def register_protocols(register):
         COIR_RANKING,
         "structret.evaluation.protocols:CoirRanking",
         help="a CoIR task: the whole corpus ranked, nDCG@10 as CoIR computes it (identical ids ignored)",
+    )
+    register(
+        MULTI_ANSWER_RANKING,
+        "structret.evaluation.protocols:MultiAnswerRanking",
+        help="several answers per query (CoSQA+): the whole corpus ranked, CoSQA+'s MMRR, nDCG@10, R@100, MRR@10",
     )

@@ -10,6 +10,8 @@ the datasets plugin, whose readers declare the tasks:
   reranks its own judged documents, NDCG@100 with two- and four-class gains;
 * ``qrels-ranking`` (``QrelsRanking``): any qrels (BEIR, the Debian catalog's test
   split) -- the whole corpus ranked, nDCG@10, R@100, MRR@10 or the dataset's own measures;
+* ``multi-answer-ranking`` (``MultiAnswerRanking``): several right answers per query
+  (CoSQA+) -- the whole corpus ranked, CoSQA+'s MMRR beside nDCG@10, R@100, MRR@10;
 * ``coir-ranking`` (``CoirRanking``): a CoIR task -- the whole corpus ranked, nDCG@10 as
   CoIR computes it (identical query/document ids ignored, pytrec_eval per query, mean).
 
@@ -182,6 +184,45 @@ class QrelsRanking:
             for row, qid in enumerate(self.qids[start:start + chunk]):
                 run[qid] = {self.doc_ids[j]: float(scores[row, j]) for j in top[row]}
         return evaluate_run(run, self.qrels, self.columns)
+
+
+class MultiAnswerRanking(QrelsRanking):
+    """Several right answers per query (CoSQA+): the whole corpus ranked; MMRR as CoSQA+'s
+    ``run_MMRR_transformer.py`` computes it, beside the ``qrels-ranking`` measures.
+
+    MMRR: for a query whose relevant documents rank r_1 < r_2 < ... < r_m, the mean of
+    1 / (r_i - (i - 1)) -- each answer's reciprocal rank among the non-answers -- then the
+    mean over queries. A non-answer scoring as high as an answer is ranked ahead of it."""
+
+    name = "multi-answer ranking"
+    columns = ["MMRR", "nDCG@10", "R@100", "MRR@10"]
+
+    def __init__(self, dataset: Dataset, limit: int | None = None):
+        super().__init__(dataset, limit)
+        self.columns = list(MultiAnswerRanking.columns)
+        self.position = {d: i for i, d in enumerate(self.doc_ids)}
+        self.notes = self.notes + ["MMRR (CoSQA+): each answer's reciprocal rank among the non-answers (ties count "
+                                   "against the model), averaged over a query's answers, then over queries."]
+
+    def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
+        import numpy as np
+
+        columns, self.columns = self.columns, [c for c in self.columns if c != "MMRR"]
+        try:
+            row = super().evaluate(retriever, chunk)
+        finally:
+            self.columns = columns
+        per_query = []
+        for start in range(0, len(self.queries), chunk):
+            scores = retriever.score(self.queries[start:start + chunk])
+            for r, qid in enumerate(self.qids[start:start + chunk]):
+                answers = [self.position[d] for d, level in self.qrels[qid].items() if level > 0]
+                if not answers:
+                    continue
+                others = np.delete(scores[r], answers)
+                per_query.append(np.mean([1.0 / (1 + np.count_nonzero(others >= scores[r, j])) for j in answers]))
+        row["MMRR"] = float(np.mean(per_query)) if per_query else None
+        return row
 
 
 class CoirRanking(QrelsRanking):
