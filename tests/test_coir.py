@@ -114,3 +114,17 @@ def test_bench_suite_coir_prints_one_column_per_task_and_their_mean(tmp_path):
 def test_bench_coir_usage_errors(args, message):
     result = CliRunner().invoke(cli, ["bench", *args])
     assert result.exit_code == 2 and message in result.output
+
+
+def test_codesearchnet_languages_count_as_one_task_in_the_mean(tmp_path):
+    from structret.suites.coir import coir_table
+
+    shutil.copytree(COIR / "cosqa", tmp_path / "cosqa")
+    for lang in ("go", "python"):
+        shutil.copytree(COIR / "codetrans-dl", tmp_path / f"CodeSearchNet-{lang}")
+    table = coir_table(tmp_path, ["bm25"], vector_cache=False)
+    assert [c["key"] for c in table.columns] == ["cosqa", "CodeSearchNet-go", "CodeSearchNet-python", "avg"]
+    values = table.rows[0]["values"]
+    assert values["cosqa"] != values["CodeSearchNet-go"]
+    # CoIR's leaderboard: the languages' mean is one task beside cosqa
+    assert values["avg"] == pytest.approx((values["cosqa"] + (values["CodeSearchNet-go"] + values["CodeSearchNet-python"]) / 2) / 2)

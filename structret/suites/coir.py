@@ -56,6 +56,16 @@ def find_tasks(root: str | os.PathLike) -> list[tuple[str, Path]]:
     return sorted(found, key=order)
 
 
+def _group(name: str) -> str:
+    """The leaderboard task a folder belongs to: CodeSearchNet(-ccr)-<language> folders are one task each."""
+    base = name.rsplit("/", 1)[-1].lower()
+    if base.startswith("codesearchnet-ccr-"):
+        return "CodeSearchNet-ccr"
+    if base.startswith("codesearchnet-"):
+        return "CodeSearchNet"
+    return name
+
+
 def coir_table(root: str | os.PathLike, systems: list[str], *, batch_size: int = 32, limit: int | None = None,
                vector_cache: bool = True, split: str = "test") -> BenchTable:
     """Every system on every task under ``root``: nDCG@10 per task and their mean (CoIR's table)."""
@@ -83,15 +93,20 @@ def coir_table(root: str | os.PathLike, systems: list[str], *, batch_size: int =
             row = evaluate_retriever(protocol, retriever, system)
             values[name] = row["nDCG@10"]
             dropped += int(row.get("identical_ids_dropped") or 0)
-        values["avg"] = statistics.fmean(values[name] for name, _ in protocols)
+        groups: dict[str, list[float]] = {}
+        for name, _ in protocols:
+            groups.setdefault(_group(name), []).append(values[name])
+        values["avg"] = statistics.fmean(statistics.fmean(v) for v in groups.values())
         rows.append({"label": system, "block": "", "values": values, "paper": {}, "marks": [],
                      "system": {"name": system, "identical_ids_dropped": dropped}})
     columns = [{"key": name, "dataset": name, "metric": "nDCG@10", "kind": "measured", "header": name}
                for name, _ in protocols]
     columns.append({"key": "avg", "dataset": "Avg", "metric": "nDCG@10", "kind": "measured", "header": "Avg"})
+    n_groups = len({_group(name) for name, _ in protocols})
     caption = (f"nDCG@10 ×100 on the CoIR tasks found under {root} (split {split}), computed as CoIR does: the whole "
                f"corpus ranked for each query, a document whose id equals the query's ignored, pytrec_eval "
-               f"ndcg_cut.10 per query, mean over queries. Avg = mean over the {len(protocols)} task columns"
-               + (f"; CoIR's leaderboard averages its 10 tasks, CodeSearchNet and CodeSearchNet-CCR each as the mean "
-                  f"of their 6 languages" if len(protocols) != len(TASKS) else "") + ".")
+               f"ndcg_cut.10 per query, mean over queries. Avg = mean over {n_groups} tasks, as CoIR's leaderboard "
+               f"averages: the CodeSearchNet-<language> and CodeSearchNet-ccr-<language> folders count as one task "
+               f"each, their languages' mean" + (f" (CoIR has {len(TASKS)} tasks; {n_groups} found)"
+                                                  if n_groups != len(TASKS) else "") + ".")
     return BenchTable(title="CoIR (nDCG@10)", caption=caption, columns=columns, rows=rows, notes=notes)
