@@ -652,8 +652,12 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
                    "Example: --suite santa --data code=adv:dataset --backbone codet5-base")
 @click.option("--suite", type=str, metavar="NAME",
               help="A paper's table: santa, khan-jang, attempt, or an ablation (santa-ablation, ...), or a suite "
-                   ".toml: its rows and columns, the paper's numbers beside the measured ones. "
+                   ".toml: its rows and columns, the paper's numbers beside the measured ones; or coir (with "
+                   "--data-root: every --system on every CoIR task folder). "
                    "Example: --suite khan-jang --set max_steps=20")
+@click.option("--data-root", "data_root", type=click.Path(), metavar="PATH",
+              help="With --suite coir: the folder holding one CoIR task folder per task (corpus.jsonl, queries.jsonl, "
+                   "qrels/test.tsv). Example: --suite coir --data-root coir-data --system bm25 --system minilm")
 @click.option("--row", "row_labels", multiple=True, metavar="LABEL",
               help="With --suite: run only these rows (repeatable). Example: --suite attempt --row ATTEMPT --row BIBERT")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
@@ -670,8 +674,8 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--no-vector-cache", "no_vector_cache", is_flag=True,
               help="With --system: encode every text again instead of reusing the vectors an earlier run of the "
                    "same model kept in STRUCTRET_CACHE/vectors. Example: structret bench --no-vector-cache")
-def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, row_labels,
-          seeds, out, batch_size, limit, json_out, no_vector_cache):
+def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, data_root,
+          row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache):
     """Score retrieval systems on datasets and print one table.
 
     With no options: mines the installed Python standard library into CodeSearchNet rows
@@ -690,6 +694,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
 
     With --recipe, each recipe is trained on every --data's train split (then
     --finetune), scored on its test split: rows = systems, columns = dataset x metric.
+    --suite coir --data-root PATH scores the --system's on every CoIR task folder under PATH
+    (CoIR's BEIR layout) with nDCG@10 as CoIR computes it: one column per task and their mean.
     With --suite, the table is a paper's: its rows and columns, the paper's numbers next
     to the measured ones, offline stand-ins when the paper's data is not given. Trained
     runs and evaluations are cached (STRUCTRET_CACHE): a re-run recomputes only what changed.
@@ -711,8 +717,16 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
       structret bench --suite attempt --data-option limit=2000 --set max_steps=20
       structret bench --recipe minilm-code --zero-shot --set max_steps=20 --seeds 3   # seeds 42, 43, 44
       structret bench --suite santa-ablation --seeds 3 --out bench-out/santa-ablation
+      structret bench --suite coir --data-root coir-data --system bm25 --system minilm --out bench-out/coir
     """
     from structret.data import parse_options
+
+    if suite == "coir" or data_root:
+        _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache,
+                    {"--data": data, "--data-option": data_options, "--recipe": recipes, "--finetune": finetune,
+                     "--zero-shot": zero_shot, "--set": settings, "--backbone": backbone, "--row": row_labels,
+                     "--seeds": seeds > 1, "--json": json_out})
+        return
 
     if suite or recipes:
         from structret import suites as S
@@ -762,6 +776,28 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     if json_out:
         result.write_json(json_out)
         click.echo(f"wrote {json_out}", err=True)
+
+
+def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache, others) -> None:
+    """``bench --suite coir --data-root PATH``: CoIR's table (structret.suites.coir)."""
+    if suite != "coir":
+        raise click.UsageError("--data-root goes with --suite coir (the CoIR tasks under it)")
+    if not data_root:
+        raise click.UsageError("--suite coir needs --data-root PATH: the folder holding the CoIR task folders "
+                               "(each with corpus.jsonl, queries.jsonl, qrels/test.tsv), e.g. --data-root coir-data")
+    given = [flag for flag, value in others.items() if value]
+    if given:
+        raise click.UsageError(f"--suite coir takes --data-root, --system, --split, --limit, --batch-size, --out; "
+                               f"leave out {', '.join(given)}")
+    from structret.suites.coir import coir_table
+
+    systems = list(systems) or ["bm25", "minilm"]
+    _preflight(data=(), data_options=(), systems=systems)
+    table = coir_table(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
+                       split=split or "test")
+    click.echo(table.markdown())
+    paths = table.write(out or "bench-out/coir")
+    click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']}", err=True)
 
 
 # --- plot ----------------------------------------------------------------------------

@@ -142,6 +142,8 @@ class ReadStats:
 CODE_SEARCH = "code-search"  # one aligned document per query: full pool + CSN-999 MRR
 GRADED_RERANK = "graded-rerank"  # graded judgements (ESCI): rerank each query's judged documents
 QRELS_RANKING = "qrels-ranking"  # any qrels (BEIR, Debian test): rank the whole corpus
+MULTI_ANSWER_RANKING = "multi-answer-ranking"  # several answers per query (CoSQA+): MMRR beside nDCG@10
+COIR_RANKING = "coir-ranking"  # a CoIR task: the whole corpus ranked, nDCG@10 exactly as CoIR computes it
 PRETRAINING = "pretraining"  # a corpus to train on, nothing to evaluate (no protocol has this name)
 
 

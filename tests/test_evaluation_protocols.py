@@ -12,7 +12,9 @@ from structret.errors import PluginError
 from structret.evaluation import EvaluationError, evaluate, evaluate_retriever, make_protocol, task_of
 from structret.evaluation.protocols import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_COLUMN
 from structret.records import (
+    COIR_RANKING,
     CODE_SEARCH,
+    MULTI_ANSWER_RANKING,
     GRADED_RERANK,
     PRETRAINING,
     QRELS_RANKING,
@@ -25,7 +27,8 @@ from structret.records import (
 from structret.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
-BUILTIN = {CODE_SEARCH: "CodeSearch", GRADED_RERANK: "GradedRerank", QRELS_RANKING: "QrelsRanking"}
+BUILTIN = {CODE_SEARCH: "CodeSearch", GRADED_RERANK: "GradedRerank", QRELS_RANKING: "QrelsRanking",
+           COIR_RANKING: "CoirRanking", MULTI_ANSWER_RANKING: "MultiAnswerRanking"}
 
 
 def code_dataset(n: int, **fields) -> Dataset:
@@ -73,6 +76,10 @@ def test_every_builtin_reader_declares_its_task(fresh_registry, esci_dir, tmp_pa
         (f"debian-packages:{DATA / 'debian'}", "all", CODE_SEARCH),
         (f"debian-packages:{DATA / 'debian'}", "train", CODE_SEARCH),
         (f"tevatron:{tevatron}", None, QRELS_RANKING),
+        (f"coir:{DATA / 'coir' / 'cosqa'}", "test", COIR_RANKING),
+        (f"cosqa:{DATA / 'cosqa'}", "test", CODE_SEARCH),
+        (f"cosqa-plus:{DATA / 'cosqa-plus'}", "test", MULTI_ANSWER_RANKING),
+        (f"ma-amazon:{DATA / 'ma-amazon'}", "test", QRELS_RANKING),
     ]
     for spec, split, task in cases:
         assert load_dataset(spec, split=split).task == task, spec
@@ -136,7 +143,7 @@ def test_an_unknown_task_is_refused_listing_the_known_ones(fresh_registry):
     message = str(err.value)
     assert "cannot evaluate dataset 'notes' (task 'qrels-rankin')" in message
     assert "Did you mean 'qrels-ranking'?" in message
-    assert "code-search, graded-rerank, qrels-ranking" in message
+    assert "code-search, coir-ranking, graded-rerank, multi-answer-ranking, qrels-ranking" in message
     assert "register_protocols" in message
 
 

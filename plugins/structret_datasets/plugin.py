@@ -1,5 +1,5 @@
 from structret import hookimpl
-from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING
+from structret.records import COIR_RANKING, CODE_SEARCH, GRADED_RERANK, MULTI_ANSWER_RANKING, QRELS_RANKING
 
 OPTIONS = "structret_datasets.options"  # the readers' options, declared apart: listing them reads no file
 
@@ -47,6 +47,31 @@ def register_datasets(register):
         help="BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/{split}.tsv",
     )
     register(
+        "coir",
+        "structret_datasets.coir:read",
+        options=f"{OPTIONS}:Reader",
+        help="a CoIR task folder (BEIR layout: corpus.jsonl, queries.jsonl, qrels/test.tsv), scored as CoIR scores it",
+    )
+    register(
+        "cosqa",
+        "structret_datasets.cosqa:read_cosqa",
+        options=f"{OPTIONS}:Reader",
+        help="CoSQA (CoCLR's data/search): code_idx_map.txt + cosqa-retrieval-{test,dev}-500.json, or cosqa-train.json",
+    )
+    register(
+        "cosqa-plus",
+        "structret_datasets.cosqa:read_cosqa_plus",
+        options=f"{OPTIONS}:Reader",
+        help="CoSQA+: final_augment_codebase.json, query.json, final_augment_query_code_pairs_for_search.json",
+    )
+    register(
+        "ma-amazon",
+        "structret_datasets.ma_amazon:read",
+        options=f"{OPTIONS}:Reader",
+        help="ATTEMPT's MA-Amazon: amazon_corpus_with_cate_clean.jsonl + {train,dev,test}_qrel.txt; "
+        "brand/color/category_1-4 aspects, ATTEMPT's full-corpus R@100, R@500, nDCG@50",
+    )
+    register(
         "tevatron",
         "structret_datasets.tevatron:read",
         options=f"{OPTIONS}:Reader",
@@ -72,4 +97,14 @@ def register_protocols(register):
         QRELS_RANKING,
         "structret.evaluation.protocols:QrelsRanking",
         help="any qrels (BEIR, Debian test): the whole corpus ranked, nDCG@10, R@100, MRR@10 or the dataset's measures",
+    )
+    register(
+        COIR_RANKING,
+        "structret.evaluation.protocols:CoirRanking",
+        help="a CoIR task: the whole corpus ranked, nDCG@10 as CoIR computes it (identical ids ignored)",
+    )
+    register(
+        MULTI_ANSWER_RANKING,
+        "structret.evaluation.protocols:MultiAnswerRanking",
+        help="several answers per query (CoSQA+): the whole corpus ranked, CoSQA+'s MMRR, nDCG@10, R@100, MRR@10",
     )

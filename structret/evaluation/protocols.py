@@ -9,7 +9,11 @@ the datasets plugin, whose readers declare the tasks:
 * ``graded-rerank`` (``GradedRerank``): graded judgements per query (ESCI) -- each query
   reranks its own judged documents, NDCG@100 with two- and four-class gains;
 * ``qrels-ranking`` (``QrelsRanking``): any qrels (BEIR, the Debian catalog's test
-  split) -- the whole corpus ranked, nDCG@10, R@100, MRR@10 or the dataset's own measures.
+  split) -- the whole corpus ranked, nDCG@10, R@100, MRR@10 or the dataset's own measures;
+* ``multi-answer-ranking`` (``MultiAnswerRanking``): several right answers per query
+  (CoSQA+) -- the whole corpus ranked, CoSQA+'s MMRR beside nDCG@10, R@100, MRR@10;
+* ``coir-ranking`` (``CoirRanking``): a CoIR task -- the whole corpus ranked, nDCG@10 as
+  CoIR computes it (identical query/document ids ignored, pytrec_eval per query, mean).
 
 ``EvaluationProtocol`` below is everything core calls on a protocol.
 """
@@ -180,6 +184,84 @@ class QrelsRanking:
             for row, qid in enumerate(self.qids[start:start + chunk]):
                 run[qid] = {self.doc_ids[j]: float(scores[row, j]) for j in top[row]}
         return evaluate_run(run, self.qrels, self.columns)
+
+
+class MultiAnswerRanking(QrelsRanking):
+    """Several right answers per query (CoSQA+): the whole corpus ranked; MMRR as CoSQA+'s
+    ``run_MMRR_transformer.py`` computes it, beside the ``qrels-ranking`` measures.
+
+    MMRR: for a query whose relevant documents rank r_1 < r_2 < ... < r_m, the mean of
+    1 / (r_i - (i - 1)) -- each answer's reciprocal rank among the non-answers -- then the
+    mean over queries. A non-answer scoring as high as an answer is ranked ahead of it."""
+
+    name = "multi-answer ranking"
+    columns = ["MMRR", "nDCG@10", "R@100", "MRR@10"]
+
+    def __init__(self, dataset: Dataset, limit: int | None = None):
+        super().__init__(dataset, limit)
+        self.columns = list(MultiAnswerRanking.columns)
+        self.position = {d: i for i, d in enumerate(self.doc_ids)}
+        self.notes = self.notes + ["MMRR (CoSQA+): each answer's reciprocal rank among the non-answers (ties count "
+                                   "against the model), averaged over a query's answers, then over queries."]
+
+    def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
+        import numpy as np
+
+        columns, self.columns = self.columns, [c for c in self.columns if c != "MMRR"]
+        try:
+            row = super().evaluate(retriever, chunk)
+        finally:
+            self.columns = columns
+        per_query = []
+        for start in range(0, len(self.queries), chunk):
+            scores = retriever.score(self.queries[start:start + chunk])
+            for r, qid in enumerate(self.qids[start:start + chunk]):
+                answers = [self.position[d] for d, level in self.qrels[qid].items() if level > 0]
+                if not answers:
+                    continue
+                others = np.delete(scores[r], answers)
+                per_query.append(np.mean([1.0 / (1 + np.count_nonzero(others >= scores[r, j])) for j in answers]))
+        row["MMRR"] = float(np.mean(per_query)) if per_query else None
+        return row
+
+
+class CoirRanking(QrelsRanking):
+    """A CoIR task, scored as CoIR's ``COIR.run`` scores it: BEIR's ``EvaluateRetrieval.evaluate``
+    with its default ``ignore_identical_ids=True`` (a retrieved document whose id is the query's
+    is dropped from that query's ranking), pytrec_eval ``ndcg_cut.10`` per query, the mean over
+    the queries pytrec_eval scores (every judged query: each has a ranking)."""
+
+    name = "CoIR ranking"
+    columns = ["nDCG@10"]
+    # ranks kept per query: nDCG@10 needs 10 after dropping the identical id; the rest
+    # keeps documents tied at the 10th score in the run, where trec_eval orders ties
+    depth = 100
+
+    def __init__(self, dataset: Dataset, limit: int | None = None):
+        super().__init__(dataset, limit)
+        self.columns = list(CoirRanking.columns)
+        self.notes = ["nDCG@10 as CoIR computes it: the whole corpus ranked, a document whose id equals the "
+                      "query's ignored, pytrec_eval ndcg_cut.10 per query, mean over queries."]
+
+    def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
+        import numpy as np
+        import pytrec_eval
+
+        run: dict[str, dict[str, float]] = {}
+        dropped = 0
+        for start in range(0, len(self.queries), chunk):
+            scores = retriever.score(self.queries[start:start + chunk])
+            k = min(self.depth + 1, scores.shape[1])
+            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            for row, qid in enumerate(self.qids[start:start + chunk]):
+                ranked = {self.doc_ids[j]: float(scores[row, j]) for j in top[row]}
+                dropped += ranked.pop(qid, None) is not None
+                run[qid] = ranked
+        per_query = pytrec_eval.RelevanceEvaluator(self.qrels, {"ndcg_cut.10"}).evaluate(run)
+        if not per_query:
+            raise EvaluationError("CoIR ranking: pytrec_eval scored no query (the run and the qrels share none).")
+        values = [m["ndcg_cut_10"] for m in per_query.values()]
+        return {"nDCG@10": float(np.mean(values)), "identical_ids_dropped": dropped}
 
 
 def _missing(dataset: Dataset, task: str, what: str) -> EvaluationError:
