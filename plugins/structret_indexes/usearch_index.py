@@ -16,6 +16,7 @@ from structret.indexing import (
     base_meta,
     check_ids,
     check_metric,
+    check_removal,
     normalize_rows,
     read_ids,
     read_index_meta,
@@ -104,15 +105,7 @@ class USearchIndex:
 
     def remove(self, ids: Sequence[str]) -> None:
         """Remove every id in ``ids``; an id not in the index (or repeated) raises ValueError and removes nothing."""
-        if isinstance(ids, str):
-            raise IndexInputError("ids must be a sequence of strings, not a single string.")
-        ids = [str(i) for i in ids]
-        missing = [i for i in ids if i not in self._key_of]
-        if missing:
-            listed = ", ".join(map(repr, missing[:5])) + (" ..." if len(missing) > 5 else "")
-            raise IndexInputError(f"cannot remove {len(missing)} id(s) the index does not hold: {listed}.")
-        if len(set(ids)) != len(ids):
-            raise IndexInputError("an id is listed twice to remove; list each once.")
+        ids = check_removal(ids, self._key_of)
         if not ids:
             return
         keys = np.array([self._key_of[i] for i in ids], dtype=np.uint64)
