@@ -379,7 +379,7 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
       structret index --embeddings a/emb --embeddings b/emb --out runs/idx          # shards from two machines
     \b
       # updates (an index built with --index usearch or flat)
-      structret index --out runs/idx --add jsonl:new-docs.jsonl                   # encoded by the index's model
+      structret index --out runs/idx --add codesearchnet:new.jsonl.gz           # encoded by the index's model
       structret index --out runs/idx --add runs/new-emb --remove old-id-1 --remove @gone.txt
     """
     from structret.api import build_index, index_embeddings

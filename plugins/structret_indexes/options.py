@@ -36,6 +36,8 @@ class HNSW(Graph):
     """Vectors to make room for at once (capacity grows anyway); unset = a small start."""
     seed: int = 100
     """hnswlib's random seed for the graph's levels."""
+    threads: Annotated[int, Field(ge=0)] = 0
+    """Threads for adding and for searching a batch of queries; 0 = every core."""
 
 
 class USearch(Options):

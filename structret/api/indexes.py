@@ -289,7 +289,7 @@ def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progr
         return ids, vectors, [by_id.get(i) for i in ids] if by_id else None
     if isinstance(add, os.PathLike) or ":" not in str(add):
         raise StructretError(f"cannot add {add}: give the output folder of 'structret encode' or a FORMAT:PATH "
-                             f"dataset spec (e.g. jsonl:new.jsonl).")
+                             f"dataset spec (e.g. codesearchnet:new.jsonl.gz).")
     model = found.model  # the index's own model, checked against its metadata
     dataset = _dataset(str(add), split)
     ids = list(dataset.corpus)
