@@ -236,14 +236,26 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
     interrupted update leaves the previous index whole; two updates of one index at once keep
     only the last one's changes.
     """
-    from structret.artifacts import atomic_dir
-    from structret.contracts import optional
-
     remove = [str(i) for i in remove]
     if add is None and not remove:
         raise StructretError("update_index: nothing to do; give add= (an encode folder or FORMAT:PATH), remove= "
                              "ids, or both.")
     found = load_index(path, verify=verify)
+    try:
+        _update(found, path, add, remove, split, batch_size, verify, show_progress)
+    finally:
+        close = getattr(found.index, "close", None)
+        if close is not None:
+            close()
+    last = found.meta["updates"][-1]
+    return UpdateResult(last["added"], last["removed"], len(found))
+
+
+def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
+    from structret.artifacts import atomic_dir
+    from structret.contracts import optional
+    from structret.indexing import IndexInputError
+
     if remove and optional("index", found.index, "remove") is None:
         raise StructretError(
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
@@ -257,17 +269,16 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
             for i in remove:
                 found.texts.pop(i, None)
     if ids:
-        found.index.add(ids, vectors)
-        if found.texts is not None:
-            found.texts.update(zip(ids, texts) if texts is not None else ())
+        try:
+            found.index.add(ids, vectors)
+        except IndexInputError as exc:
+            raise IndexInputError(f"{add}: {exc} To replace a document, also --remove its id.") from None
+        if found.texts is not None and texts is not None:
+            found.texts.update(zip(ids, texts))
     update = {"added": len(ids), "removed": len(remove), "source": str(add) if add is not None else None}
     found.meta["updates"] = [*(found.meta.get("updates") or []), update]
     with atomic_dir(path) as staged:  # the old index stays in place until the new one is whole
         found.save(staged)
-    close = getattr(found.index, "close", None)
-    if close is not None:
-        close()
-    return UpdateResult(len(ids), len(remove), len(found))
 
 
 def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
