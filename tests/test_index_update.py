@@ -156,10 +156,17 @@ def test_an_interrupted_update_leaves_the_previous_index(tmp_path, corpora, tiny
     def crash(*args, **kwargs):
         raise KeyboardInterrupt  # ctrl-c with the update half written beside the index
 
+    swap = artifacts._exchange
+
+    def crash_at_the_swap(staged, final):
+        if os.path.samefile(final, idx):
+            raise KeyboardInterrupt  # everything is written beside the index, the swap not yet done
+        return swap(staged, final)
+
     if where == "texts":  # the new index files are written, its texts not yet
         monkeypatch.setattr("structret.embeddings.write_texts", crash)
-    else:  # everything is written, the swap not yet done
-        monkeypatch.setattr(artifacts, "_exchange", crash)
+    else:
+        monkeypatch.setattr(artifacts, "_exchange", crash_at_the_swap)
     with pytest.raises(KeyboardInterrupt):
         update_index(idx, add=later, remove=[ids_of(idx)[0]], show_progress=False)
     monkeypatch.undo()
