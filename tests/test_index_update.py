@@ -13,14 +13,17 @@ from structret.cli import cli
 
 FIRST = {
     "config.py": 'def read_config(path):\n    """Read the configuration file and return its settings."""\n'
-                 '    return dict(line.split("=", 1) for line in open(path))\n',
+                 '    settings = {}\n    for line in open(path):\n        key, _, value = line.partition("=")\n'
+                 '        settings[key.strip()] = value.strip()\n    return settings\n',
     "dates.py": 'def parse_date(text):\n    """Parse an ISO formatted date string into integers."""\n'
-                '    return tuple(int(x) for x in text.split("-"))\n',
+                '    year, month, day = text.split("-")\n    year, month = int(year), int(month)\n'
+                '    return year, month, int(day)\n',
 }
 LATER = {
     "mail.py": 'def send_message(server, message):\n    """Send an email message through an SMTP server."""\n'
-               '    server.sendmail(message)\n    server.quit()\n',
-    "sort.py": 'def sort_numbers(items):\n    """Sort a list of numbers in ascending order."""\n    return sorted(items)\n',
+               '    server.connect()\n    server.sendmail(message)\n    server.quit()\n',
+    "sort.py": 'def sort_numbers(items):\n    """Sort a list of numbers in ascending order."""\n'
+               '    numbers = list(items)\n    numbers.sort()\n    return numbers\n',
 }
 
 
