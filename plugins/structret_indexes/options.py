@@ -46,7 +46,8 @@ class USearch(Options):
     dtype: Literal["f32", "bf16", "i8"] = "f32"
     """How each vector is stored: f32 (4 bytes a coordinate), bf16 (2) or i8 (1). bf16 and i8 scores are
     the metric's value for the rounded vectors; i8 stores unit vectors (metric=ip then takes only unit
-    rows, as normalizing encoders such as MiniLM give; metric=cosine takes any)."""
+    rows, as normalizing encoders such as MiniLM give; metric=cosine takes any) as round(127 x), which
+    caps recall@10 near 0.94 on 384-d MiniLM vectors (docs/performance.md): prefer bf16 there."""
     connectivity: Count = 16
     """Links per node of the HNSW graph (usearch's M): more = better recall, more memory."""
     expansion_add: Count = 128
