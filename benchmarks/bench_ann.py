@@ -120,7 +120,6 @@ def main() -> None:
     flat, _ = build("flat", docs, ids)
     flat_qps, truth = timed_batched(flat, queries, args.repeats)
     flat_single = timed_one_by_one(flat, single)
-    del flat
     rows = [("flat", "-", 1.0, flat_qps, flat_single, 0.0)]
     print(f"flat: {flat_qps:,.0f} q/s batched, {flat_single:,.0f} q/s one by one", flush=True)
 
@@ -141,6 +140,11 @@ def main() -> None:
             print(f"  {knob}={value}: recall@10 {rows[-1][2]:.4f}, {qps:,.0f} q/s batched "
                   f"({qps / flat_qps:.1f}x flat), {rows[-1][4]:,.0f} one by one", flush=True)
         del index
+    # timed again last: a machine whose load changed during the run shows it here
+    again, again_single = timed_batched(flat, queries, args.repeats)[0], timed_one_by_one(flat, single)
+    print(f"flat again at the end: {again:,.0f} q/s batched ({again / flat_qps:.2f}x the first timing), "
+          f"{again_single:,.0f} one by one ({again_single / flat_single:.2f}x); ratios below use the first",
+          flush=True)
 
     print(f"\n{'index':<14} {'setting':<22} {'recall@10':>9} {'batched q/s':>12} {'x flat':>7} "
           f"{'1-by-1 q/s':>11} {'x flat':>7} {'build s':>8}")
