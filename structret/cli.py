@@ -352,12 +352,24 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--no-verify", is_flag=True,
               help="With --embeddings: index them even if their files do not match their checksums.json (or it "
                    "is missing); a warning on stderr names each folder not checked. The index may be wrong.")
+@click.option("--add", "add", metavar="FILE",
+              help="Update the index in --out: add the documents of FILE, a 'structret encode' output folder "
+                   "(encoded by the index's model) or a FORMAT:PATH dataset the index's model encodes now.")
+@click.option("--remove", "remove", multiple=True, metavar="ID",
+              help="Update the index in --out: remove the document ID, repeatable; @FILE reads ids from FILE, one "
+                   "a line. Removed before --add adds, so removing and adding an id replaces it. Needs an index "
+                   "that can remove (flat, usearch).")
 def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
-          index_options, metric, out, no_verify):
-    """Build a vector index from a dataset or from encoded embeddings.
+          index_options, metric, out, no_verify, add, remove):
+    """Build a vector index from a dataset or from encoded embeddings, or update one.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
     there, encoded with the same model and text format; the error names the missing ones.
+
+    With --add or --remove, the index already in --out is updated: the new index is
+    written beside it and swapped in with one rename, so an interrupted update leaves the
+    previous index whole. An id to remove that the index does not hold is an error, and
+    nothing changes. Do not run two updates of one index at once: the last one wins.
 
     \b
     Examples:
@@ -365,12 +377,23 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
       structret search runs/idx "read a config file" -k 5
       structret index --embeddings runs/emb --index hnsw --out runs/idx            # all shards in runs/emb
       structret index --embeddings a/emb --embeddings b/emb --out runs/idx          # shards from two machines
+    \b
+      # updates (an index built with --index usearch or flat)
+      structret index --out runs/idx --add codesearchnet:new.jsonl.gz           # encoded by the index's model
+      structret index --out runs/idx --add runs/new-emb --remove old-id-1 --remove @gone.txt
     """
     from structret.api import build_index, index_embeddings
     from structret.data import parse_options
 
+    if add is not None or remove:
+        if embeddings or data is not None:
+            raise click.UsageError("--add/--remove update the index in --out; build a new one with --embeddings or "
+                                   "--data instead, not both")
+        _update(out, add, remove, split, batch_size, not no_verify)
+        return
     if (not embeddings) == (data is None):
-        raise click.UsageError("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH")
+        raise click.UsageError("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH "
+                               "(or --add/--remove to update the index in --out)")
     if no_verify and not embeddings:
         raise click.UsageError("--no-verify skips the checks of --embeddings folders; with --data there are none")
     if embeddings:
@@ -389,6 +412,29 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
                         batch_size=batch_size, **parse_options(index_options))
     built.save(out)
     click.echo(f"indexed {len(built)} vectors ({index_name}, {metric}) in {out}")
+
+
+def _update(out, add, remove, split, batch_size, verify):
+    """``structret index --add/--remove``: the ids to remove (``@FILE``: one a line), then update_index."""
+    import os
+
+    from structret.api.indexes import update_index
+
+    if not os.path.isdir(out):
+        raise StructretError(f"--add/--remove update an existing index, and {out} is not a folder; build one first "
+                             f"with 'structret index --data FORMAT:PATH --index usearch --out {out}'.")
+    ids = []
+    for given in remove:
+        if not given.startswith("@"):
+            ids.append(given)
+            continue
+        try:
+            with open(given[1:], encoding="utf-8") as f:
+                ids += [line.rstrip("\r\n") for line in f if line.strip()]
+        except OSError as exc:
+            raise StructretError(f"--remove {given}: cannot read {given[1:]} ({exc.strerror}).") from None
+    done = update_index(out, add=add, remove=ids, split=split, batch_size=batch_size, verify=verify)
+    click.echo(f"updated {out}: added {done.added}, removed {done.removed}; it holds {done.count} vectors")
 
 
 @cli.command()

@@ -346,6 +346,8 @@ class Index(Protocol):
       truncated file; using a loaded index never changes the saved files (an index kept on a
       server, like ``milvus`` with ``uri=``, points at data that is not a snapshot).
     - ``close()`` (optional): release connections or working files; called when done.
+    - ``remove(ids)`` (optional, declared in :data:`OPTIONAL`): see there. An index with it can
+      be updated in place (``structret index --remove``); the contract tests run over it.
     """
 
     dim: int
@@ -408,6 +410,13 @@ OPTIONAL: dict[str, dict[str, str]] = {
     "linearizer": {
         "failures": "a Counter of what it could not read, by reason (structret linearize prints it)",
         "text": "text(record) -> str | None: the record as text; only a linearizer with it can be a text_format",
+    },
+    "index": {
+        "remove": "remove(ids): drop every id in the sequence from the index, so len() shrinks and no search "
+                  "returns them; an id it does not hold, or one listed twice, raises ValueError "
+                  "(structret.indexing.IndexInputError) naming it and removes nothing; [] is a no-op. A removed "
+                  "id may be added again, with any vector. save() after remove() saves the index without them, "
+                  "and a loaded index removes alike (structret index --remove needs it)",
     },
     "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors"},
 }

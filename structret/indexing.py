@@ -82,6 +82,22 @@ def check_ids(ids: Sequence[str], count: int, taken: set[str]) -> list[str]:
     return ids
 
 
+def check_removal(ids: Sequence[str], held: Any) -> list[str]:
+    """``ids`` to remove as strings, each once and each in ``held`` (the ids an index holds)."""
+    if isinstance(ids, str):
+        raise IndexInputError("ids to remove must be a sequence of strings, not a single string.")
+    ids = [str(i) for i in ids]
+    missing = [i for i in ids if i not in held]
+    if missing:
+        listed = ", ".join(map(repr, missing[:5])) + (" ..." if len(missing) > 5 else "")
+        raise IndexInputError(f"cannot remove {len(missing)} id(s) the index does not hold: {listed}; nothing "
+                              f"was removed.")
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise IndexInputError(f"id {twice!r} is listed twice to remove; list each id once. Nothing was removed.")
+    return ids
+
+
 def base_meta(name: str, dim: int, metric: str, count: int, options: dict, meta: dict | None) -> dict:
     """What every index writes to ``structret.json``; the caller's ``meta`` is kept alongside."""
     extra = dict(meta or {})

@@ -291,3 +291,120 @@ def test_an_interrupted_save_keeps_the_previous_index(tmp_path, make, load, monk
     assert len(survivor) == 100 and survivor.search(queries, 3)[1] == expected[1]
     assert [p.name for p in Path(tmp_path).iterdir()] == ["idx"]
     assert new.search(queries, 3)[1]  # the interrupted index is still usable
+
+
+# --- remove (optional: contracts.OPTIONAL["index"]["remove"]), over every index that has it -----------
+
+
+@pytest.fixture
+def removable(make):
+    """``make`` for an index that claims ``remove``; the test is skipped for one that does not."""
+    def create(**options):
+        index = make(**options)
+        if not hasattr(index, "remove"):
+            pytest.skip(f"{type(index).__name__} has no remove (optional)")
+        return index
+
+    return create
+
+
+def check_found(index, stored: dict[str, np.ndarray], queries: np.ndarray, k: int = 10):
+    """A search of ``index`` holding exactly ``stored``: shape, scores, no stranger, and the recall (exact: 1.0)."""
+    scores, ids = index.search(queries, k)
+    check_scores(stored, queries, scores, ids, k)
+    assert all(set(row) <= stored.keys() for row in ids), "a search returned an id that is not in the index"
+    names = list(stored)
+    got = recall(ids, exact_top(np.stack([stored[i] for i in names]), queries, min(k, len(names))), names)
+    assert got == 1.0 if getattr(index, "exact", False) else got >= APPROXIMATE_RECALL
+    return ids
+
+
+def test_removed_ids_are_gone_and_the_rest_is_searched_as_before(removable):
+    vectors, queries = clustered(600, unit=True), clustered(30, seed=1, unit=True)
+    names = ODD_IDS + ids_for(600 - len(ODD_IDS))
+    index = removable()
+    index.add(names, vectors)
+    gone = names[::3]  # odd ids among them, and the first vector added
+    index.remove(gone)
+    assert len(index) == 600 - len(gone)
+    kept = {i: v for i, v in zip(names, vectors) if i not in set(gone)}
+    check_found(index, kept, queries)
+    # each removed vector, searched for itself, is not found under its id any more
+    own = index.search(vectors[::3], 1)[1]
+    assert not {row[0] for row in own} & set(gone)
+    index.remove([])  # a no-op
+    assert len(index) == 600 - len(gone)
+
+
+def test_removing_an_unknown_or_repeated_id_is_a_clear_error_and_changes_nothing(removable):
+    vectors, queries = clustered(50, unit=True), clustered(5, seed=1, unit=True)
+    index = removable()
+    index.add(ids_for(50), vectors)
+    before = index.search(queries, 5)
+    for bad, message in ((["doc1", "nope"], "'nope'"), (["doc1", "doc1"], "'doc1' is listed twice"),
+                         ("doc1", "not a single string")):
+        with pytest.raises(ValueError, match=message):
+            index.remove(bad)
+        assert len(index) == 50
+        assert index.search(queries, 5)[1] == before[1]
+    index.remove(["doc1"])
+    with pytest.raises(ValueError, match="'doc1'"):  # removed already
+        index.remove(["doc1"])
+
+
+def test_a_removed_id_can_be_added_again_with_a_new_vector(removable):
+    vectors, queries = clustered(200, unit=True), clustered(10, seed=1, unit=True)
+    index = removable()
+    index.add(ids_for(200), vectors)
+    index.remove(["doc7", "doc8"])
+    fresh = queries[:1]  # the first query itself: it must be found first, under the old id
+    index.add(["doc7"], fresh)
+    assert len(index) == 199
+    scores, ids = index.search(fresh, 1)
+    assert ids == [["doc7"]] and scores[0, 0] == pytest.approx(1.0, abs=1e-4)
+    stored = {i: v for i, v in zip(ids_for(200), vectors) if i not in ("doc7", "doc8")} | {"doc7": fresh[0]}
+    check_found(index, stored, queries)
+    with pytest.raises(ValueError, match="'doc7' is added twice"):
+        index.add(["doc7"], fresh)
+
+
+def test_removing_everything_leaves_an_empty_index_that_grows_again(removable):
+    vectors = clustered(20, unit=True)
+    index = removable()
+    index.add(ids_for(20), vectors)
+    index.remove(ids_for(20))
+    assert len(index) == 0
+    scores, ids = index.search(vectors[:2], 5)
+    assert scores.shape == (2, 0) and ids == [[], []]
+    index.add(["again"], vectors[:1])
+    assert index.search(vectors[:1], 5)[1] == [["again"]]
+
+
+def test_remove_then_save_and_load_and_remove_again(tmp_path, removable, load):
+    vectors, queries = clustered(400, unit=True), clustered(20, seed=1, unit=True)
+    names = ODD_IDS + ids_for(400 - len(ODD_IDS))
+    stored = dict(zip(names, vectors))
+    index = removable()
+    index.add(names, vectors)
+    for gone in (names[:5], names[100:150]):
+        index.remove(gone)
+        for i in gone:
+            del stored[i]
+    before = check_found(index, stored, queries)
+    index.save(tmp_path / "idx")
+    meta = json.loads((tmp_path / "idx" / "structret.json").read_text(encoding="utf-8"))
+    assert meta["count"] == len(stored)
+
+    loaded = load(tmp_path / "idx")
+    assert len(loaded) == len(stored)
+    assert check_found(loaded, stored, queries) == before
+    # the loaded index removes and re-adds as the saved one did: a removed id, and one removed before saving
+    loaded.remove([names[5], names[200]])
+    loaded.add([names[0], names[5]], vectors[[0, 5]] * 1.0)
+    del stored[names[200]]
+    stored[names[0]] = vectors[0]
+    check_found(loaded, stored, queries)
+    with pytest.raises(ValueError, match="does not hold"):
+        loaded.remove([names[100]])
+    artifacts.verify_checksums(tmp_path / "idx")  # using the loaded index changed nothing on disk
+    assert len(load(tmp_path / "idx")) == 400 - 55

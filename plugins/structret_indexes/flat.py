@@ -15,6 +15,7 @@ from structret.indexing import (
     base_meta,
     check_ids,
     check_metric,
+    check_removal,
     normalize_rows,
     read_ids,
     read_index_meta,
@@ -93,6 +94,18 @@ class FlatIndex:
         self._count = end
         self._ids.extend(ids)
         self._id_set.update(ids)
+
+    def remove(self, ids: Sequence[str]) -> None:
+        """Drop ``ids`` (contracts.OPTIONAL["index"]["remove"]); the others keep their order, so ties still go
+        to the earlier-added vector. Copies the kept vectors: O(len) per call, so remove in batches."""
+        drop = set(check_removal(ids, self._id_set))
+        if not drop:
+            return
+        keep = np.fromiter((i not in drop for i in self._ids), dtype=bool, count=self._count)
+        self._vectors = np.ascontiguousarray(self.vectors[keep])  # also leaves a loaded index's memory map
+        self._count = len(self._vectors)
+        self._ids = [i for i in self._ids if i not in drop]
+        self._id_set -= drop
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
         """Scores [n, k'] best first and their ids; k' = min(k, len(self)). Ties go to the earlier-added vector."""

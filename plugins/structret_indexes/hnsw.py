@@ -77,6 +77,7 @@ class HNSWIndex:
         ef: int = 100,
         max_elements: int | None = None,
         seed: int = 100,
+        threads: int = 0,
     ):
         if int(dim) < 1:
             raise IndexInputError(f"dim must be a positive number of dimensions, got {dim}.")
@@ -86,6 +87,9 @@ class HNSWIndex:
         self.dim = int(dim)
         self.metric = check_metric(metric)
         self.M, self.ef_construction, self.ef, self.seed = int(M), int(ef_construction), int(ef), int(seed)
+        if int(threads) < 0:
+            raise IndexInputError(f"threads must be 0 (every core) or more, got {threads}.")
+        self.threads = int(threads)
         # hnswlib's "ip" and "cosine" spaces both report 1 - similarity (cosine normalizes
         # the vectors itself), so the score is 1 - distance for either
         self._graph = hnswlib.Index(space=self.metric, dim=self.dim)
@@ -113,7 +117,7 @@ class HNSWIndex:
         if end > capacity:
             self._graph.resize_index(max(end, 2 * capacity))
         # hnswlib labels are integers: label i is the i-th id added
-        self._graph.add_items(vectors, np.arange(start, end, dtype=np.uint64))
+        self._graph.add_items(vectors, np.arange(start, end, dtype=np.uint64), num_threads=self._threads)
         self._ids.extend(ids)
         self._id_set.update(ids)
 
@@ -127,7 +131,7 @@ class HNSWIndex:
             return np.empty((len(queries), k), dtype=np.float32), [[] for _ in queries]
         self._graph.set_ef(max(self.ef, k))  # a beam narrower than k cannot return k results
         try:
-            labels, distances = self._graph.knn_query(queries, k=k)
+            labels, distances = self._graph.knn_query(queries, k=k, num_threads=self._threads)
         except RuntimeError as exc:  # the graph search ran out of candidates before finding k
             raise IndexInputError(
                 f"HNSW search found fewer than k={k} neighbours ({exc}); raise ef (now {self.ef}) "
@@ -136,11 +140,16 @@ class HNSWIndex:
         scores = (1.0 - distances).astype(np.float32)
         return scores, [[self._ids[label] for label in row] for row in labels]
 
+    @property
+    def _threads(self) -> int:
+        return self.threads or -1  # hnswlib's -1: every core
+
     def save(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
         with atomic_dir(path) as tmp:
             self._graph.save_index(str(tmp / INDEX_FILE))
             write_ids(tmp, self._ids)
-            options = {"M": self.M, "ef_construction": self.ef_construction, "ef": self.ef, "seed": self.seed}
+            options = {"M": self.M, "ef_construction": self.ef_construction, "ef": self.ef, "seed": self.seed,
+                       "threads": self.threads}
             write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), options, meta))
 
     @classmethod
@@ -155,7 +164,7 @@ class HNSWIndex:
                 f"{count} vectors of dimension {dim}; the index is damaged or was edited, rebuild it."
             )
         options = meta.get("options") or {}
-        known = {key: options[key] for key in ("M", "ef_construction", "ef", "seed") if key in options}
+        known = {key: options[key] for key in ("M", "ef_construction", "ef", "seed", "threads") if key in options}
         index = cls(dim, meta["metric"], max_elements=1, **known)
         index._graph = hnswlib.Index(space=index.metric, dim=dim)  # replaces the empty one just made
         try:

@@ -4,7 +4,9 @@ Kept apart from the indexes so that listing or checking options never imports nu
 or pymilvus. The dimension and the metric are not options: core passes them to every index.
 """
 
-from pydantic import ConfigDict
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
 
 from structret.options import Count, Options
 
@@ -34,6 +36,26 @@ class HNSW(Graph):
     """Vectors to make room for at once (capacity grows anyway); unset = a small start."""
     seed: int = 100
     """hnswlib's random seed for the graph's levels."""
+    threads: Annotated[int, Field(ge=0)] = 0
+    """Threads for adding and for searching a batch of queries; 0 = every core."""
+
+
+class USearch(Options):
+    """Options of ``usearch``."""
+
+    dtype: Literal["f32", "bf16", "i8"] = "f32"
+    """How each vector is stored: f32 (4 bytes a coordinate), bf16 (2) or i8 (1). bf16 and i8 scores are
+    the metric's value for the rounded vectors; i8 stores unit vectors (metric=ip then takes only unit
+    rows, as normalizing encoders such as MiniLM give; metric=cosine takes any) as round(127 x), which
+    caps recall@10 near 0.94 on 384-d MiniLM vectors (docs/performance.md): prefer bf16 there."""
+    connectivity: Count = 16
+    """Links per node of the HNSW graph (usearch's M): more = better recall, more memory."""
+    expansion_add: Count = 128
+    """Beam width while adding (usearch's ef_construction): more = a better graph, a slower add."""
+    expansion_search: Count = 64
+    """Beam width while searching (raised to k when k is larger): more = better recall, slower."""
+    threads: Annotated[int, Field(ge=0)] = 0
+    """Threads for adding and for searching a batch of queries; 0 = every core."""
 
 
 class Milvus(Graph):

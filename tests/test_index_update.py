@@ -1,0 +1,180 @@
+"""structret index --add/--remove (structret.api.update_index): an index updated in place, atomically."""
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
+from structret import artifacts
+from structret.api import load_index, update_index
+from structret.cli import cli
+
+FIRST = {
+    "config.py": 'def read_config(path):\n    """Read the configuration file and return its settings."""\n'
+                 '    settings = {}\n    for line in open(path):\n        key, _, value = line.partition("=")\n'
+                 '        settings[key.strip()] = value.strip()\n    return settings\n',
+    "dates.py": 'def parse_date(text):\n    """Parse an ISO formatted date string into integers."""\n'
+                '    year, month, day = text.split("-")\n    year, month = int(year), int(month)\n'
+                '    return year, month, int(day)\n',
+}
+LATER = {
+    "mail.py": 'def send_message(server, message):\n    """Send an email message through an SMTP server."""\n'
+               '    server.connect()\n    server.sendmail(message)\n    server.quit()\n',
+    "sort.py": 'def sort_numbers(items):\n    """Sort a list of numbers in ascending order."""\n'
+               '    numbers = list(items)\n    numbers.sort()\n    return numbers\n',
+}
+
+
+def run(*args, code=0):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def mine(tmp_path, name, files):
+    src = tmp_path / f"src-{name}"
+    src.mkdir()
+    for file, code in files.items():
+        (src / file).write_text(code)
+    out = tmp_path / f"{name}.jsonl.gz"
+    run("mine", src, "--language", "python", "--out", out)
+    return f"codesearchnet:{out}"
+
+
+@pytest.fixture
+def corpora(tmp_path, fresh_registry):
+    return mine(tmp_path, "first", FIRST), mine(tmp_path, "later", LATER)
+
+
+def build(tmp_path, data, model, kind):
+    idx = tmp_path / "idx"
+    run("index", "--data", data, "--backbone", "hf-encoder", "--model", model, "--index", kind, "--out", idx)
+    return idx
+
+
+def ids_of(idx):
+    return json.loads((idx / "ids.json").read_text(encoding="utf-8"))
+
+
+def found_ids(output):
+    return [line.split()[-1] for line in output.splitlines() if line.strip()[:3] in ("1. ", "2. ", "3. ", "4. ")]
+
+
+@pytest.mark.parametrize("kind", ["usearch", "flat"])
+def test_add_a_dataset_then_remove_an_id_and_search_sees_both(tmp_path, corpora, tiny_bert_dir, kind):
+    first, later = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, kind)
+    before = ids_of(idx)
+    assert len(before) == 2
+
+    output = run("index", "--out", idx, "--add", later)
+    assert "added 2, removed 0; it holds 4 vectors" in output
+    added = [i for i in ids_of(idx) if i not in before]
+    assert len(added) == 2
+    output = run("search", idx, "send an email", "-k", "10", "--lines", "1")
+    assert sorted(found_ids(output)) == sorted(before + added)
+    assert "def send_message" in output  # the added documents' texts are kept with the index
+
+    gone = before[0]
+    output = run("index", "--out", idx, "--remove", gone)
+    assert "added 0, removed 1; it holds 3 vectors" in output
+    output = run("search", idx, "read the configuration file", "-k", "10")
+    assert sorted(found_ids(output)) == sorted(before[1:] + added)
+    loaded = load_index(idx)  # verified against its checksums.json
+    assert len(loaded) == 3 and gone not in loaded.texts
+    meta = json.loads((idx / "structret.json").read_text(encoding="utf-8"))
+    assert [u["added"] for u in meta["updates"]] == [2, 0] and meta["count"] == 3
+    assert sorted(os.listdir(tmp_path)) == sorted(["idx", "src-first", "src-later", "first.jsonl.gz",
+                                                   "later.jsonl.gz"])  # no staging folder left behind
+
+
+def test_add_an_encode_folder_and_remove_ids_from_a_file_in_one_update(tmp_path, corpora, tiny_bert_dir):
+    first, later = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, "usearch")
+    before = ids_of(idx)
+    emb = tmp_path / "emb"
+    run("encode", "--data", later, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", emb)
+    (tmp_path / "gone.txt").write_text("\n".join(before) + "\n", encoding="utf-8")
+    output = run("index", "--out", idx, "--add", emb, "--remove", f"@{tmp_path / 'gone.txt'}")
+    assert "added 2, removed 2; it holds 2 vectors" in output
+    assert sorted(ids_of(idx)) == sorted(json.loads((emb / "ids.json").read_text(encoding="utf-8")))
+    assert "def sort_numbers" in run("search", idx, "sort numbers", "-k", "2", "--lines", "1")
+
+
+def test_removing_and_adding_the_same_ids_replaces_their_documents(tmp_path, corpora, tiny_bert_dir):
+    first, _ = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, "usearch")
+    ids = ids_of(idx)
+    output = run("index", "--out", idx, "--remove", ids[0], "--remove", ids[1], "--add", first)
+    assert "added 2, removed 2; it holds 2 vectors" in output
+    assert sorted(ids_of(idx)) == sorted(ids)
+
+
+def unchanged(idx, sums_before):
+    """The index at ``idx`` is byte for byte the one saved before, and loads."""
+    assert (idx / artifacts.CHECKSUMS_FILE).read_text(encoding="utf-8") == sums_before
+    artifacts.verify_checksums(idx)
+    load_index(idx)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--remove", "no-such-id"], "does not hold: 'no-such-id'"),
+    (["--add", "{first}"], "is added twice"),  # every id of it is in the index already
+    (["--remove", "@{missing}"], "cannot read"),
+    (["--add", "{tmp}/nothing-here"], "FORMAT:PATH"),
+])
+def test_a_bad_update_is_one_clear_error_and_changes_nothing(tmp_path, corpora, tiny_bert_dir, args, message):
+    first, _ = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, "usearch")
+    sums = (idx / artifacts.CHECKSUMS_FILE).read_text(encoding="utf-8")
+    args = [a.format(first=first, missing=tmp_path / "missing.txt", tmp=tmp_path) for a in args]
+    output = run("index", "--out", idx, *args, code=1)
+    assert message in output and "Traceback" not in output
+    unchanged(idx, sums)
+
+
+def test_an_index_that_cannot_remove_says_so(tmp_path, corpora, tiny_bert_dir):
+    first, _ = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, "hnsw")
+    output = run("index", "--out", idx, "--remove", ids_of(idx)[0], code=1)
+    assert "'hnsw' index, which cannot remove ids" in output
+
+
+def test_update_needs_an_existing_index_and_no_build_source(tmp_path, corpora):
+    first, _ = corpora
+    assert "is not a folder" in run("index", "--out", tmp_path / "none", "--remove", "x", code=1)
+    assert "--add/--remove update the index" in run("index", "--out", tmp_path / "none", "--add", first,
+                                                    "--data", first, code=2)
+
+
+@pytest.mark.parametrize("where", ["texts", "index"])
+def test_an_interrupted_update_leaves_the_previous_index(tmp_path, corpora, tiny_bert_dir, monkeypatch, where):
+    first, later = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, "usearch")
+    sums = (idx / artifacts.CHECKSUMS_FILE).read_text(encoding="utf-8")
+    before = load_index(idx).search("read the configuration file", k=2)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # ctrl-c with the update half written beside the index
+
+    swap = artifacts._exchange
+
+    def crash_at_the_swap(staged, final):
+        if os.path.samefile(final, idx):
+            raise KeyboardInterrupt  # everything is written beside the index, the swap not yet done
+        return swap(staged, final)
+
+    if where == "texts":  # the new index files are written, its texts not yet
+        monkeypatch.setattr("structret.embeddings.write_texts", crash)
+    else:
+        monkeypatch.setattr(artifacts, "_exchange", crash_at_the_swap)
+    with pytest.raises(KeyboardInterrupt):
+        update_index(idx, add=later, remove=[ids_of(idx)[0]], show_progress=False)
+    monkeypatch.undo()
+
+    unchanged(idx, sums)
+    assert load_index(idx).search("read the configuration file", k=2) == before
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # the staging folders are gone
+    assert "added 2, removed 0" in run("index", "--out", idx, "--add", later)  # and the next update works
