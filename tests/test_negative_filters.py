@@ -29,10 +29,13 @@ QUERY_VECTORS = {"first query": [1.0, 0.0], "second query": [0.0, 1.0]}
 
 
 class FixedBackbone:
-    """Encodes each text to the vector the table gives it."""
+    """Encodes each text to the vector the table gives its document (``texts``: id -> text)."""
+
+    def __init__(self, texts=None):
+        self.documents = {(texts or {}).get(d, d): v for d, v in VECTORS.items()}
 
     def encode(self, texts, kind, batch_size=32, show_progress=True):
-        table = QUERY_VECTORS if kind == "query" else VECTORS
+        table = QUERY_VECTORS if kind == "query" else self.documents
         return np.array([table[t] for t in texts], dtype=np.float32)
 
 
@@ -120,8 +123,7 @@ def test_a_teacher_bi_encoder_judges_with_its_own_scores(tmp_path, tiny_bert_dir
     texts = {"p1": "sort a list", "p2": "sorted list of items", "a": "read a file", "b": "open the file path",
              "c": "send a mail", "d": "parse a date", "p3": "count words in text"}
     dataset = _dataset(texts)
-    dataset.queries = {"q1": Query("q1", "first query"), "q2": Query("q2", "second query")}
-    mined = rank_candidates(FixedBackbone(), dataset, depth=5, show_progress=False)
+    mined = rank_candidates(FixedBackbone(texts), dataset, depth=5, show_progress=False)
     judged = judge_candidates(str(tiny_bert_dir), dataset, mined, show_progress=False)
 
     teacher = structret.load_model(str(tiny_bert_dir)).backbone
@@ -157,7 +159,7 @@ def test_a_cross_encoder_judges_each_pair(tmp_path, tiny_cross_encoder, tiny_ber
              "c": "send a mail", "d": "parse a date", "p3": "count words in text"}
     dataset = _dataset(texts)
     out = tmp_path / "neg.jsonl.gz"
-    report = mine_negatives(FixedBackbone(), dataset, out, depth=5, keep=10, filter="margin:0",
+    report = mine_negatives(FixedBackbone(texts), dataset, out, depth=5, keep=10, filter="margin:0",
                             judge=str(tiny_cross_encoder), show_progress=False)
     model = CrossEncoder(str(tiny_cross_encoder), device="cpu")
     expected_kept, dropped = {}, 0
