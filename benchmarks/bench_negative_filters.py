@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--selection-seeds", type=int, default=1,
                         help="seeds every filter setting is trained with to choose one on valid (the chosen one and "
                              "the unfiltered row then get all --seeds)")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-5, help="above minilm-code's 2e-5: a short run must move")
     parser.add_argument("--depth", type=int, default=30, help="candidates ranked per query")
