@@ -159,20 +159,22 @@ def test_a_cross_encoder_judges_each_pair(tmp_path, tiny_cross_encoder, tiny_ber
              "c": "send a mail", "d": "parse a date", "p3": "count words in text"}
     dataset = _dataset(texts)
     out = tmp_path / "neg.jsonl.gz"
+    mined = rank_candidates(FixedBackbone(texts), dataset, depth=5, show_progress=False)
+    judged = judge_candidates(str(tiny_cross_encoder), dataset, mined, show_progress=False)
+    model = CrossEncoder(str(tiny_cross_encoder), device="cpu")
+    for c in judged:
+        query = dataset.queries[c.qid].text
+        assert c.scores == pytest.approx(model.predict([(query, texts[d]) for d in c.docs]).tolist(), abs=1e-4)
+        assert c.positive_score == pytest.approx(min(model.predict([(query, texts[p]) for p in c.positives])),
+                                                 abs=1e-4)
+    # the file keeps exactly the candidates the judge scored at or below its positive (margin 0)
     report = mine_negatives(FixedBackbone(texts), dataset, out, depth=5, keep=10, filter="margin:0",
                             judge=str(tiny_cross_encoder), show_progress=False)
-    model = CrossEncoder(str(tiny_cross_encoder), device="cpu")
-    expected_kept, dropped = {}, 0
-    for qid, query, docs, positives in (("q1", "first query", ["a", "b", "c"], ["p1", "p2"]),
-                                        ("q2", "second query", ["a", "b", "c", "d"], ["p3"])):
-        bar = min(model.predict([(query, texts[p]) for p in positives]))
-        scores = model.predict([(query, texts[d]) for d in docs])
-        expected_kept[qid] = sorted(d for d, s in zip(docs, scores) if s <= bar + 1e-6)
-        dropped += len(docs) - len(expected_kept[qid])
-    lines = _lines(out)
-    assert {q: sorted(p["docid"] for p in row["negative_passages"]) for q, row in lines.items()} == \
-        {q: kept for q, kept in expected_kept.items() if kept}
-    assert report.dropped == dropped and report.judge == str(tiny_cross_encoder)
+    expected = {c.qid: sorted(d for d, s in zip(c.docs, c.scores) if s <= c.positive_score) for c in judged}
+    assert {q: sorted(p["docid"] for p in row["negative_passages"]) for q, row in _lines(out).items()} == \
+        {q: kept for q, kept in expected.items() if kept}
+    dropped = sum(len(c.docs) for c in judged) - sum(map(len, expected.values()))
+    assert 0 < dropped < 7 and report.dropped == dropped and report.judge == str(tiny_cross_encoder)
     assert json.loads((tmp_path / "neg.report.json").read_text())["dropped"] == dropped
 
 
