@@ -37,8 +37,9 @@ def _save(results: dict, path: Path) -> None:
 def _mean_std(values: list[float]) -> str:
     if not values:
         return "-"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.mean(values):.2f} ± {100 * std:.2f}"
+    if len(values) == 1:
+        return f"{100 * values[0]:.2f} (one seed)"
+    return f"{100 * statistics.mean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
 
 
 def main() -> None:
