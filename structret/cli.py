@@ -552,26 +552,53 @@ def export(run, fmt, out, no_verify):
 @click.option("--depth", default=100, show_default=True, help="Rank this many documents per query.")
 @click.option("--keep", default=30, show_default=True, help="Negatives kept per query, sampled from the top --depth.")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Tevatron-format .jsonl(.gz).")
-def negatives(data, split, data_options, backbone, model, batch_size, backbone_options, depth, keep, seed, out):
+@click.option("--filter", "filter_spec", metavar="margin:M|percent:P",
+              help="Drop candidates likely to be false negatives before sampling (NV-Retriever's positive-aware "
+                   "mining): margin:M drops those scoring above the positive's score - M, percent:P those above "
+                   "P x the positive's score. Example: --filter percent:0.95")
+@click.option("--judge", metavar="MODEL",
+              help="Score the candidates for --filter with this model instead of the mining one: a backbone name, "
+                   "a run directory or model folder (a teacher bi-encoder), or a sentence-transformers CrossEncoder "
+                   "folder. Example: --judge runs/teacher")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
+              help="Tevatron-format .jsonl(.gz); the counts go beside it as NAME.report.json.")
+def negatives(data, split, data_options, backbone, model, batch_size, backbone_options, depth, keep, seed,
+              filter_spec, judge, out):
     """Mine hard negatives from a model's own index (ANCE-style), for 'dr' fine-tuning.
 
     For every judged query: rank the corpus, drop the positives, sample --keep of the
     top --depth. Writes Tevatron training lines (query, positive_passages, negative_passages).
 
+    --filter drops, before sampling, the candidates scoring too close to the query's
+    positive (with several positives, its lowest-scoring one): likely relevant documents
+    nobody judged. Scores are the mining model's dot products, or --judge's. How many
+    were dropped (in all, per query, queries left with none) is printed and written to
+    NAME.report.json beside --out. docs/results.md ("Filtered hard negatives") measures it.
+
     \b
-    Example:
+    Examples:
       structret negatives --model runs/sda/final --data codesearchnet:stdlib.jsonl.gz --split train \\
           --depth 100 --out runs/sda/negatives.jsonl.gz
+      structret negatives --backbone minilm --data codesearchnet:stdlib.jsonl.gz --split train \\
+          --filter percent:0.95 --out negatives-p95.jsonl.gz
+      structret negatives --backbone minilm --data codesearchnet:stdlib.jsonl.gz --split train \\
+          --filter margin:0.05 --judge cross-encoder-dir --out negatives-ce.jsonl.gz
     """
-    from structret.negatives import mine_negatives
+    from structret.negatives import NegativeFilter, mine_negatives
 
+    try:
+        parsed = NegativeFilter.parse(filter_spec) if filter_spec else None
+    except StructretError as e:
+        raise click.BadParameter(str(e), param_hint="--filter") from e
+    if judge and parsed is None:
+        raise click.UsageError("--judge scores the candidates for --filter; give a filter too, "
+                               "e.g. --filter percent:0.95 --judge " + judge)
     _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
                backbone_options=backbone_options)
     dataset = _read(data, split, data_options, need=("documents", "queries", "judgments"))
     encoder = _model(backbone, model, backbone_options).backbone
     report = mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
-                            batch_size=batch_size)
+                            batch_size=batch_size, filter=parsed, judge=judge)
     click.echo(report.summary())
 
 
