@@ -140,7 +140,7 @@ def test_a_lora_run_loads_back_merges_and_exports(tmp_path, tiny_bert_dir, csn_t
     np.testing.assert_allclose(plain.encode(TEXTS), vectors, atol=1e-5)
     onnx = export_run(tmp_path / "run", "onnx", tmp_path / "onnx", echo=lines.append)
     np.testing.assert_allclose(load_model(str(onnx)).encode(TEXTS), vectors, atol=1e-4)
-    assert json.loads((final / "structret.json").read_text())["recipe"]["hf-encoder"]["lora_r"] == 4
+    assert json.loads((final / "structret.json").read_text())["recipe"]["plugins"]["hf-encoder"]["lora_r"] == 4
 
 
 def test_grad_cache_with_lora_gives_the_gradients_of_the_whole_batch(tmp_path, tiny_bert_dir, csn_train,
