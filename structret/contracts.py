@@ -391,6 +391,10 @@ OPTIONAL: dict[str, dict[str, str]] = {
                          "as sentence-transformers prompts and into the ONNX export",
         "aspect_slots": "names of MADRAL's aspect slots fused into the vector (empty: none); export refuses them",
         "informed_layers": "how many layers carry Khan & Jang's informed head (0: none); export refuses them",
+        "adapter": "the settings of a LoRA adapter trained instead of the whole encoder ({'r', 'alpha', 'dropout', "
+                   "'targets'}; None: none); structret export merges it (merge_adapter) before writing",
+        "merge_adapter": "merge_adapter(): fold the adapter into the base weights, the same vectors from a plain "
+                         "model that loads without peft; structret export calls it and checks the vectors",
         "fingerprint": "fingerprint() -> str: a hash of everything that decides its vectors (weights, tokenizer, "
                        "settings); equal fingerprints must mean equal vectors. structret bench keeps encoded "
                        "vectors under it (structret.vector_cache); without it nothing is cached",

@@ -356,6 +356,8 @@ class TransformerBackbone:
                     "aspect_slots": list(getattr(self, "aspect_slots", ())), "runtime": getattr(self, "runtime", "torch"),
                     "torch": torch.__version__,
                     "transformers": transformers.__version__, "tokenizer": type(tokenizer).__name__}
+        if getattr(self, "lora", None):  # only then: models without an adapter keep their fingerprints
+            settings["lora"] = self.lora
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
         digest.update(backend.to_str().encode() if backend is not None else
                       json.dumps(sorted(tokenizer.get_vocab().items())).encode())

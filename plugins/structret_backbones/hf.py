@@ -71,6 +71,10 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     ``compile=True`` runs ``encode`` through ``torch.compile`` (worth it for large corpora).
     ``runtime="onnx-int8"`` (or ``"onnx"``) encodes through onnxruntime instead
     (structret_backbones.onnx_runtime); training still runs in torch.
+
+    ``lora_r=R`` (> 0) puts a LoRA adapter of rank R into the encoder (structret_backbones.lora,
+    through peft; capability ``lora``): only the adapter trains; it is saved in ``lora/`` beside
+    the base weights, loaded again with the model, and ``merge_adapter()`` folds it in.
     """
 
     plugin_name = "hf-encoder"
@@ -95,6 +99,10 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         split_identifiers: bool | None = None,
         aspect_slots: str | Sequence[str] | None = None,
         runtime: Literal["torch", "onnx", "onnx-int8"] = "torch",
+        lora_r: int | None = None,
+        lora_alpha: float | None = None,
+        lora_dropout: float | None = None,
+        lora_targets: str | Sequence[str] | None = None,
     ):
         check_choice("pooling", pooling, ("cls", "mean"))
         check_choice("runtime", runtime, RUNTIMES)
@@ -150,6 +158,60 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             folder = Path(self.source)
             self.add_aspect_slots(given_slots or saved_slots,
                                   _fusion_file=folder / slots.FUSION_FILE if saved_slots and folder.is_dir() else None)
+        self.lora: dict[str, Any] | None = None  # the LoRA adapter's settings (structret_backbones.lora)
+        self._setup_lora(lora_r, lora_alpha, lora_dropout, lora_targets)
+
+    def _setup_lora(self, r: int | None, alpha: float | None, dropout: float | None,
+                    targets: str | Sequence[str] | None) -> None:
+        """A saved adapter is loaded (or, with r = 0, merged); r > 0 on a model without one adds a fresh one."""
+        from structret_backbones import lora
+
+        folder = Path(self.source)
+        saved = lora.saved_settings(folder) if folder.is_dir() else None
+        targets = slots.slot_names(targets) or None  # "a,b" or a list, as aspect_slots
+        if saved is None and not r:
+            extra = [k for k, v in (("lora_alpha", alpha), ("lora_dropout", dropout), ("lora_targets", targets)) if v]
+            if extra:
+                raise ModelLoadError(f"{', '.join(extra)} given without lora_r: set lora_r (the adapter's rank, "
+                                     f"e.g. lora_r=8) to train a LoRA adapter.")
+            return
+        if self.aspect_slots or self.informed_layers:
+            raise ModelLoadError("LoRA cannot be combined with aspect_slots or informed_layers yet: their new "
+                                 "parameters (slot embeddings, informed heads) would stay frozen.")
+        if saved is not None:
+            wanted = lora.settings(r or saved["r"], alpha if alpha is not None else saved["alpha"],
+                                   dropout if dropout is not None else saved["dropout"], targets or saved["targets"],
+                                   self.model)
+            if r != 0 and wanted != saved:
+                raise ModelLoadError(f"{self.name} holds a LoRA adapter {saved}; the lora options given ask for "
+                                     f"{wanted}. Leave them unset to use its own, or set lora_r=0 to merge it.")
+            lora.inject(self.model, saved)
+            lora.load(self.model, folder)
+            if r == 0:  # asked for a plain model: the adapter becomes part of the weights
+                lora.merge(self.model)
+                return
+            self.lora = saved
+        else:
+            self.lora = lora.settings(r, alpha, dropout, targets, self.model)
+            lora.inject(self.model, self.lora)
+        self.model.to(self.device)
+        self.capabilities = self.capabilities | {"lora"}
+
+    @property
+    def adapter(self) -> dict[str, Any] | None:
+        """The LoRA adapter's settings (r, alpha, dropout, targets), None without one."""
+        return dict(self.lora) if self.lora else None
+
+    def merge_adapter(self) -> None:
+        """Fold the LoRA adapter into the base weights (no-op without one): the same vectors from a
+        plain model, which save_pretrained then writes without the ``lora/`` folder."""
+        if self.lora is None:
+            return
+        from structret_backbones import lora
+
+        lora.merge(self.model)
+        self.lora = None
+        self.capabilities = self.capabilities - {"lora"}
 
     @property
     def text_prefixes(self) -> dict[str, str]:
@@ -171,6 +233,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         if self.informed_layers:
             raise ModelLoadError("aspect_slots and informed_layers cannot be combined: the informed head's "
                                  "parents are laid out for the text without slot tokens.")
+        if getattr(self, "lora", None):
+            raise ModelLoadError(f"{self.name} trains a LoRA adapter, under which new aspect slot embeddings "
+                                 f"would stay frozen; train aspect slots with lora_r=0.")
         if self.max_length <= len(names) + 2:
             raise ModelLoadError(f"max_length={self.max_length} leaves no room for text beside {len(names)} "
                                  f"aspect slots and the special tokens; raise max_length.")
@@ -330,10 +395,17 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         sentence-transformers files that reproduce this pooling; a trained masked-LM head
         goes to ``lm_head.safetensors`` beside it (loaded again by ``enable_lm``). With aspect
         slots the fusion goes to ``aspect_fusion.safetensors`` and the sentence-transformers
-        files are left out (they cannot reproduce the fusion)."""
+        files are left out (they cannot reproduce the fusion). A LoRA adapter goes to ``lora/``
+        (structret_backbones.lora) beside the unchanged base weights; merge_adapter() first
+        gives one plain checkpoint instead."""
         directory = Path(directory)
+        from structret_backbones import lora
+
         with slots.without_fusion(self.model) as plain:
-            plain.save_pretrained(directory)
+            # with an adapter: the base under its own names, the adapter apart in lora/
+            plain.save_pretrained(directory, state_dict=lora.base_state_dict(plain) if self.lora else None)
+        if self.lora:
+            lora.save(self.model, directory, self.lora, self.name)
         self.tokenizer.save_pretrained(directory)
         if self.lm_model is not None:
             save_head(self.lm_model, directory / HEAD_FILE, self._base_prefixes())
@@ -368,8 +440,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     def __repr__(self) -> str:
         informed = f", informed_layers={self.informed_layers}, strict={self.strict}" if self.informed_layers else ""
         aspects = f", aspect_slots={list(self.aspect_slots)}" if self.aspect_slots else ""
+        adapter = f", lora={self.lora}" if self.lora else ""
         return (f"HFEncoder({self.name!r}, pooling={self.pooling!r}, normalize={self.normalize}, "
-                f"dim={self.dim}{informed}{aspects})")
+                f"dim={self.dim}{informed}{aspects}{adapter})")
 
 
 @takes_options_of(HFEncoder)

@@ -53,6 +53,18 @@ class HFEncoder(Encoder):
     """MADRAL's aspect slots, e.g. "section,role": one learned [ASPECT:name] token per aspect after the first
     token of every text, their states fused into the vector (aspect-predict trains them and adds them when
     the backbone has none); unset = the saved model's, else none."""
+    lora_r: int | None = Field(None, ge=0)
+    """Rank of a LoRA adapter (peft) trained instead of the whole encoder: only the adapter's
+    parameters train, checkpoints and the run's model hold it beside the base weights, and
+    ``structret export`` merges it in. Unset = the saved model's adapter (if any), 0 = none
+    (a saved adapter is then merged into the weights, which all train)."""
+    lora_alpha: float | None = Field(None, gt=0)
+    """LoRA scale numerator: the adapter's update is multiplied by lora_alpha / lora_r; unset = 2 x lora_r."""
+    lora_dropout: float | None = Field(None, ge=0, lt=1)
+    """Dropout on the adapter's input while training; unset = 0."""
+    lora_targets: Names | None = None
+    """Module names that get an adapter, e.g. "query,key,value,dense"; unset = peft's default for the
+    architecture (BERT, RoBERTa, MiniLM: query,value)."""
 
 
 class MiniLM(HFEncoder):

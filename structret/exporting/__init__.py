@@ -15,7 +15,7 @@ from typing import Any, Callable
 from structret.contracts import optional
 from structret.exporting.errors import ExportError, require
 
-__all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "open_run", "require"]
+__all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "merge_adapter", "open_run", "require"]
 
 FORMATS = ("sentence-transformers", "onnx")
 # backbones whose vectors are one encoder forward plus CLS/mean pooling (and normalisation):
@@ -61,6 +61,27 @@ def check_faithful(model: Any, where: Path) -> None:
                           f"differ, so it is refused.")
 
 
+def merge_adapter(model: Any, echo: Callable[[str], None] = print) -> None:
+    """Fold a LoRA adapter into the base weights (both formats hold plain weights only), checked:
+    the merged model's vectors against the adapter's on the sample texts, ExportError below FP32_COSINE."""
+    b = model.backbone
+    adapter = optional("backbone", b, "adapter")
+    if not adapter:
+        return
+    from structret.exporting.checks import FP32_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines
+
+    before = (model.encode_query(SAMPLE_QUERIES), model.encode_document(SAMPLE_DOCUMENTS))
+    optional("backbone", b, "merge_adapter")()
+    after = (model.encode_query(SAMPLE_QUERIES), model.encode_document(SAMPLE_DOCUMENTS))
+    worst = min(cosines(x, y).min() for x, y in zip(before, after))
+    if worst < FP32_COSINE:
+        raise ExportError(f"merging the LoRA adapter (r={adapter['r']}) changed the vectors (cosine {worst:.6f} < "
+                          f"{FP32_COSINE}), so nothing was written. Report this with the run's backbone.")
+    echo(f"LoRA adapter (r={adapter['r']}, alpha={adapter['alpha']:g}, on {','.join(adapter['targets'])}) merged into "
+         f"the base weights; cosine to the adapter's vectors on {len(SAMPLE_QUERIES)} queries and "
+         f"{len(SAMPLE_DOCUMENTS)} documents: min {worst:.6f}")
+
+
 def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, verify: bool = True,
                echo: Callable[[str], None] = print) -> Path:
     """Write ``run`` to ``out`` as ``fmt`` (sentence-transformers or onnx) and check the
@@ -72,6 +93,7 @@ def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, veri
         raise ExportError(f"{out} already exists and is not empty; choose a new --out directory or remove it.")
     require(*(("sentence_transformers",) if fmt == "sentence-transformers" else ("onnx", "onnxruntime")))
     model = open_run(run, verify=verify)
+    merge_adapter(model, echo)
     if fmt == "sentence-transformers":
         from structret.exporting.st_folder import write_sentence_transformers as write
     else:
