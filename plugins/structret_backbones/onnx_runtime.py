@@ -2,7 +2,7 @@
 
 The first encode exports the model as ``structret export --format onnx`` does (the same graph,
 the same int8 quantization and the same cosine checks against the torch model), into
-``STRUCTRET_CACHE/onnx/<fingerprint>``: the next process, and every index or server using the
+``STRUCTRET_CACHE/onnx/<fingerprint>-v<EXPORT_VERSION>``: the next process, and every index or server using the
 same weights and settings, loads it in a fraction of a second. The torch model stays loaded,
 because training, MEP heads and checks need it; only ``encode`` changes.
 """
@@ -18,6 +18,9 @@ log = logging.getLogger("structret.backbones")
 
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 DIRECTORY = "onnx"
+# Raised whenever the export writes different graphs for the same weights (the int8 quantization
+# changed in 2: 7-bit weights), so a cached export from an older structret is not reused.
+EXPORT_VERSION = 2
 
 
 def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
@@ -34,7 +37,7 @@ def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
     runtime, dtype = backbone.runtime, backbone.dtype
     backbone.runtime, backbone.dtype = "torch", None  # the export and its reference vectors: torch, fp32
     try:
-        where = cache_dir() / DIRECTORY / backbone.fingerprint()[:40]
+        where = cache_dir() / DIRECTORY / f"{backbone.fingerprint()[:40]}-v{EXPORT_VERSION}"
         if not (where / "checksums.json").is_file():
             _export(backbone, backbone_name, runtime, where, atomic_dir, check_faithful)
         verify_checksums(where)
