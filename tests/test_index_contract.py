@@ -154,8 +154,19 @@ def test_several_adds_equal_one_and_len_counts_them(make):
         assert len(batched) == stop
     assert len(once) == 300
     a, b = once.search(queries, 5), batched.search(queries, 5)
-    assert a[1] == b[1]
-    np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)
+    if getattr(once, "exact", False):
+        assert a[1] == b[1]
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-5)
+        return
+    # an approximate graph built by several threads is not the same graph twice (usearch missed one
+    # of 50 neighbours in one CI run): the same vectors must still be found, with the same scores
+    found = [len(set(x) & set(y)) for x, y in zip(a[1], b[1])]
+    assert sum(found) >= 0.9 * 5 * len(queries), found
+    for ids_a, scores_a, ids_b, scores_b in zip(a[1], a[0], b[1], b[0]):
+        both = dict(zip(ids_b, scores_b))
+        for doc, score in zip(ids_a, scores_a):
+            if doc in both:
+                assert abs(score - both[doc]) <= 1e-5, doc
 
 
 def test_cosine_ranks_by_angle_whatever_the_scale(make):
