@@ -178,6 +178,8 @@ def main() -> None:
                         help="the recipe's dtype; the hand loop follows it (auto: as structret.precision chooses). "
                              "sentence-transformers runs in fp32 only, so with bf16 it is left out")
     args = parser.parse_args()
+    if args.steps < WARMUP_STEPS + 2:  # the first WARMUP_STEPS are not timed, and a median wants a few
+        parser.error(f"--steps {args.steps}: give at least {WARMUP_STEPS + 2}; the first {WARMUP_STEPS} are warm-up")
     warnings.filterwarnings("ignore")
     from structret.training import load_examples
 
