@@ -163,13 +163,20 @@ def rank_candidates(backbone: Any, dataset: Dataset, *, depth: int = 100, batch_
     out = []
     for qid, qv, top in zip(qids, query_vectors, ranked):
         positives = sorted(d for d, g in dataset.qrels[qid].items() if g > 0 and d in row_of)
-        pos_scores = vectors[[row_of[d] for d in positives]] @ qv if positives else np.zeros(0)
         docs = [d for d in top if d not in positives]
-        scores = (vectors[[row_of[d] for d in docs]] @ qv).tolist() if docs else []
-        out.append(Candidates(qid, positives, docs, [float(s) for s in scores],
-                              float(pos_scores.min()) if len(pos_scores) else float("nan"),
-                              bool(set(positives) & set(top))))
+        out.append(_dot_scored(qid, positives, docs, bool(set(positives) & set(top)), vectors, row_of, qv))
     return out
+
+
+def _dot_scored(qid: str, positives: list[str], docs: list[str], positive_in_top: bool, vectors: Any,
+                row_of: dict[str, int], query: Any) -> Candidates:
+    """A query's candidates scored by dot products with the documents' rows of ``vectors``."""
+    def scores(ids: list[str]) -> list[float]:
+        return [float(s) for s in vectors[[row_of[d] for d in ids]] @ query] if ids else []
+
+    positive = scores(positives)
+    return Candidates(qid, positives, docs, scores(docs), min(positive) if positive else float("nan"),
+                      positive_in_top)
 
 
 def is_cross_encoder(path: str) -> bool:
@@ -204,13 +211,8 @@ def judge_candidates(judge: Any, dataset: Dataset, candidates: list[Candidates],
                                             batch_size=batch_size, show_progress=show_progress), dtype=np.float32)
     queries = np.asarray(model.backbone.encode([dataset.queries[c.qid].text for c in candidates], kind="query",
                                                batch_size=batch_size, show_progress=show_progress), dtype=np.float32)
-    judged = []
-    for c, qv in zip(candidates, queries):
-        scores = (docs[[row_of[d] for d in c.docs]] @ qv).tolist() if c.docs else []
-        pos = docs[[row_of[d] for d in c.positives]] @ qv if c.positives else np.zeros(0)
-        judged.append(Candidates(c.qid, c.positives, c.docs, [float(s) for s in scores],
-                                 float(pos.min()) if len(pos) else float("nan"), c.positive_in_top))
-    return judged
+    return [_dot_scored(c.qid, c.positives, c.docs, c.positive_in_top, docs, row_of, qv)
+            for c, qv in zip(candidates, queries)]
 
 
 def _cross_encoder_scores(path: str, dataset: Dataset, candidates: list[Candidates], batch_size: int,
