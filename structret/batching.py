@@ -11,14 +11,25 @@ from typing import Iterator, Sequence
 
 WINDOW = 4096  # texts tokenized at once, then re-sorted by token count: memory stays bounded
 PAD_TO = 8  # padding to a multiple of 8 suits GPU kernels and costs a CPU almost nothing
+# A CPU forward is fastest at 1-2k tokens: MiniLM on 2 Zen 3 cores ran 5,800 tokens/s at 1-2k and
+# 4,800-5,200 at 8k (docs/performance.md, "Batch size on CPU"); the bigger activations leave the cache.
+CPU_TOKENS = 2048
 
 
-def token_batches(lengths: Sequence[int], budget: int) -> Iterator[tuple[int, int]]:
+def budget(batch_size: int, max_length: int, device_type: str) -> int:
+    """Padded tokens a batch may hold: ``batch_size`` texts of ``max_length``, capped on CPU."""
+    tokens = batch_size * max_length
+    return min(tokens, CPU_TOKENS) if device_type == "cpu" else tokens
+
+
+def token_batches(lengths: Sequence[int], budget: int, max_rows: int | None = None) -> Iterator[tuple[int, int]]:
     """``(first, last)`` slices of ``lengths`` (sorted longest first) holding at most ``budget``
-    tokens each once padded to their first (longest) text, and at least one text."""
+    tokens each once padded to their first (longest) text, at most ``max_rows`` texts, and at
+    least one text."""
     first = 0
     while first < len(lengths):
         padded = -(-max(lengths[first], 1) // PAD_TO) * PAD_TO
-        last = min(len(lengths), first + max(1, budget // padded))
+        rows = max(1, budget // padded) if max_rows is None else max(1, min(max_rows, budget // padded))
+        last = min(len(lengths), first + rows)
         yield first, last
         first = last

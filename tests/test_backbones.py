@@ -77,6 +77,8 @@ def test_token_batches_fill_a_budget_of_padded_tokens():
         assert (last - first) * padded <= 512 or last - first == 1  # one text longer than the budget still goes
     sizes = [last - first for first, last in slices]
     assert sizes[0] == 2 and sizes[-1] > 8  # two long texts, many short ones
+    capped = list(token_batches(lengths, budget=512, max_rows=3))
+    assert max(last - first for first, last in capped) == 3 and capped[-1][1] == len(lengths)
 
 
 def test_short_texts_share_a_batch(bert_mean, monkeypatch):
@@ -279,3 +281,11 @@ def test_auto_on_a_bf16_cpu_encodes_in_bf16_close_to_fp32(monkeypatch, tiny_bert
     other = auto.encode(TEXTS, batch_size=7)
     cos = (low * other).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(other, axis=1)
     assert cos.min() >= 0.999, cos
+
+
+def test_cpu_batches_are_capped_at_the_cpu_token_budget():
+    from structret.batching import CPU_TOKENS, budget
+
+    assert budget(32, 256, "cpu") == CPU_TOKENS < 32 * 256
+    assert budget(2, 64, "cpu") == 128  # below the cap the texts' budget stands
+    assert budget(32, 256, "cuda") == 32 * 256  # GPUs keep the batch they were given

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from structret import precision
-from structret.batching import PAD_TO, WINDOW, token_batches
+from structret.batching import PAD_TO, WINDOW, budget, token_batches
 from structret.errors import ModelLoadError, StructretError
 
 # texts tokenized at once when encoding: enough to sort well, small enough to hold
@@ -268,7 +268,8 @@ def encode_texts(
     still tokenized only once, with memory bounded by the window. Longest first, so
     running out of memory happens at once rather than at the end. ``batch_size`` counts
     texts of the longest length (``max_length``): a batch holds up to ``batch_size *
-    max_length`` tokens, so shorter texts go more to a batch (structret.batching).
+    max_length`` tokens (on CPU at most ``CPU_TOKENS``), so shorter texts go more to a batch
+    (structret.batching).
     """
     if isinstance(texts, str):
         raise BackboneOptionError("encode() takes a list of texts, not a single string: use encode([text]).")
@@ -290,7 +291,7 @@ def encode_texts(
             features = tokenizer.ids([texts[i] for i in rows], kind=kind)
             by_tokens = sorted(range(len(rows)), key=lambda j: -len(features["input_ids"][j]))
             lengths = [len(features["input_ids"][j]) for j in by_tokens]
-            for first, last in token_batches(lengths, batch_size * tokenizer.max_length):
+            for first, last in token_batches(lengths, budget(batch_size, tokenizer.max_length, device.type)):
                 batch = by_tokens[first:last]
                 padded = tokenizer.pad({key: [values[j] for j in batch] for key, values in features.items()})
                 out[[rows[j] for j in batch]] = embed(padded.to(device), kind=kind).float().cpu().numpy()

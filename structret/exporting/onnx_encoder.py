@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from structret.batching import WINDOW
+from structret.batching import CPU_TOKENS, WINDOW, token_batches
 from structret.errors import ModelLoadError
 
 ONNX_META = "onnx_export.json"
@@ -92,16 +92,17 @@ class OnnxEncoder:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(texts), unit="text", desc=f"encoding {kind}s ({self.variant}, onnxruntime)")
-        # a window tokenized, then re-sorted by tokens (structret.batching), batch_size texts a batch,
-        # padded to its longest: not the torch encoder's token budget, because int8's activation scale
-        # is one per tensor, so more rows (and padding) in a batch cost precision (tested)
+        # a window tokenized, then re-sorted by tokens (structret.batching), padded to its longest,
+        # at most CPU_TOKENS tokens and at most batch_size texts a batch: not the torch encoder's
+        # budget alone, because int8's activation scale is one per tensor, so more rows (and
+        # padding) in a batch cost precision (tested)
         for start in range(0, len(texts), max(WINDOW, batch_size)):
             rows = by_chars[start:start + max(WINDOW, batch_size)]
             encoded = self.tokenizer.encode_batch([texts[i] for i in rows])
             by_tokens = sorted(range(len(rows)), key=lambda j: -len(encoded[j].ids))
             lengths = [len(encoded[j].ids) for j in by_tokens]
-            for first in range(0, len(rows), batch_size):
-                batch = by_tokens[first:first + batch_size]
+            for first, last in token_batches(lengths, CPU_TOKENS, max_rows=batch_size):
+                batch = by_tokens[first:last]
                 width = max(lengths[first], 1)
                 feeds = {name: np.zeros((len(batch), width), dtype=np.int64) for name in self._inputs}
                 if "input_ids" in feeds:
