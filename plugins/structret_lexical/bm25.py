@@ -19,6 +19,9 @@ import numpy as np
 # is applied to sub-tokens so "getX" does not index a lone "x".
 _MIN_LEN = 2
 _WORD = re.compile(r"\w+")
+# words whose tokens are remembered per retriever: a corpus repeats its identifiers, and
+# splitting them was most of BM25's time on the README's main job; cleared when full
+_MEMO_WORDS = 1 << 20
 
 
 def _kind(ch: str) -> str:
@@ -79,21 +82,33 @@ class BM25Retriever:
             raise ValueError(f"bm25: unknown stopwords {stopwords!r}; use a language code like 'en', None, or a list of words") from exc
         self._model = None
         self._stopword_source = stopwords
+        self._word_tokens: dict[str, tuple[str, ...]] = {}
 
         self._n_docs = 0
 
     def tokenize(self, text: str) -> list[str]:
-        tokens = []
+        tokens: list[str] = []
+        memo = self._word_tokens
         for word in _WORD.findall(text):
-            parts = split_identifier(word) if self.split_identifiers else []
-            whole = word.strip("_")
-            candidates = [whole] + (parts if len(parts) > 1 or (parts and parts[0] != whole) else [])
-            for token in candidates:
-                if self.lowercase:
-                    token = token.lower()
-                if len(token) >= _MIN_LEN and token.lower() not in self._stopwords:
-                    tokens.append(token)
+            known = memo.get(word)
+            if known is None:
+                if len(memo) >= _MEMO_WORDS:
+                    memo.clear()
+                known = memo[word] = self._tokenize_word(word)
+            tokens.extend(known)
         return tokens
+
+    def _tokenize_word(self, word: str) -> tuple[str, ...]:
+        parts = split_identifier(word) if self.split_identifiers else []
+        whole = word.strip("_")
+        candidates = [whole] + (parts if len(parts) > 1 or (parts and parts[0] != whole) else [])
+        tokens = []
+        for token in candidates:
+            if self.lowercase:
+                token = token.lower()
+            if len(token) >= _MIN_LEN and token.lower() not in self._stopwords:
+                tokens.append(token)
+        return tuple(tokens)
 
     def settings(self) -> str:
         """What changes this retriever's numbers, for the bench table's notes."""
