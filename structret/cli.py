@@ -757,9 +757,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     queries. Almost all of the first run's time is MiniLM encoding the functions; the
     vectors are kept (STRUCTRET_CACHE/vectors, under a hash of the model's weights and
     settings), so a second run encodes only texts it has not seen. Measured on 2 cores
-    (AMD EPYC, AVX2): the first run took 263 s (42 s mining with one process, now
-    17 s with one per core; 207 s encoding 4,732 functions and 4,516 docstrings),
-    the second 14 s.
+    (AMD EPYC, AVX2): the first run took 211 s (25 s mining, 171 s encoding 4,732
+    functions and 4,516 docstrings), the second 12 s.
 
     Each dataset is scored with the protocol of the task its reader declares:
     code search (one document per query) gets MRR@100 over the full pool
