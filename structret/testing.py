@@ -57,6 +57,24 @@ def corpus(n: int = 300, seed: int = 0) -> list[str]:
     return sentences + CODE
 
 
+def _wordpiece_vocab(texts: list[str], specials: list[str], normalizer: Any, pre_tokenizer: Any,
+                     size: int) -> dict[str, int]:
+    """The same WordPiece vocabulary in every process: the specials, every character (of the texts,
+    and ASCII's) alone and as a ``##`` continuation, then whole words, most frequent first. (tokenizers' WordPieceTrainer
+    breaks ties between merges in hash order, so its vocabulary, and with it every test on the
+    tiny BERT, changed from one process to the next.)"""
+    import string
+    from collections import Counter
+
+    counts = Counter(word for text in texts
+                     for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({c for word in counts for c in word} | set(string.ascii_lowercase + string.digits + string.punctuation))
+    vocab = [*specials, *chars, *(f"##{c}" for c in chars)]
+    known = set(vocab)
+    vocab += [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if w not in known]
+    return {token: i for i, token in enumerate(vocab[:size])}
+
+
 def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer BERT (hidden 32) with its MLM head and a WordPiece tokenizer, saved in ``directory``."""
     import torch
@@ -64,10 +82,10 @@ def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
     from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(corpus(), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    tok = Tokenizer(models.WordPiece(_wordpiece_vocab(corpus(), specials, normalizer, pre_tokenizer, 300),
+                                     unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = normalizer, pre_tokenizer
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]

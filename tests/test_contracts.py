@@ -225,3 +225,13 @@ def test_core_reads_a_plugins_optional_members_only_where_declared():
                 probes.append(f"{path}:{node.lineno}")
     assert not probes, f"core probes plugin objects outside contracts.optional: {probes}"
     assert set(OPTIONAL) <= {"backbone", "retriever", "extractor", "linearizer", "miner", "index", "objective"}
+
+
+def test_the_tiny_bert_is_the_same_in_every_build(tmp_path):
+    # tokenizers' WordPiece trainer broke ties in hash order: each process got another
+    # vocabulary, and convergence tests on the tiny BERT passed or failed by luck
+    from structret.testing import build_tiny_bert
+
+    first, second = build_tiny_bert(tmp_path / "a"), build_tiny_bert(tmp_path / "b")
+    for name in ("tokenizer.json", "model.safetensors"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
