@@ -2,7 +2,8 @@
 
 Padding is most of the waste on CPU: texts are taken longest first, and a batch holds up to
 a budget of padded tokens rather than a fixed count of texts, so short texts (queries) go many
-to a forward and the matrix products stay big enough to reach the CPU's rate.
+to a forward and the matrix products stay big enough to reach the CPU's rate (on a CPU, not so
+big that their activations leave the cache).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Iterator, Sequence
 
 WINDOW = 4096  # texts tokenized at once, then re-sorted by token count: memory stays bounded
 PAD_TO = 8  # padding to a multiple of 8 suits GPU kernels and costs a CPU almost nothing
-# A CPU forward is fastest at 1-2k tokens: MiniLM on 2 Zen 3 cores ran 5,800 tokens/s at 1-2k and
-# 4,800-5,200 at 8k (docs/performance.md, "Batch size on CPU"); the bigger activations leave the cache.
+# A CPU forward is fastest at 1-4k tokens: MiniLM on 2 Zen 3 cores ran 5,400-5,900 tokens/s at 1-2k
+# and 3,800-5,300 at 8k (benchmarks/bench_batch_tokens.py); bigger activations leave the cache.
 CPU_TOKENS = 2048
 
 
