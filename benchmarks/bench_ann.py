@@ -16,7 +16,8 @@ configuration with recall@10 >= --target (batched), and draws the recall/QPS cur
 
 Threads: flat's BLAS (set before numpy loads) and the graphs' builds and searches use
 --threads. The batched timing is the best of --repeats runs. About 4-5 minutes on 2 idle
-cores for 100k vectors, most of it building the five graphs.
+cores for 100k vectors for the first five graphs, most of it building them; the sixth
+(M=32, ef_construction=400) adds a build of about 110 s and its sweep.
 """
 
 from __future__ import annotations

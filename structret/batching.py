@@ -30,7 +30,7 @@ def token_batches(lengths: Sequence[int], budget: int, max_rows: int | None = No
     first = 0
     while first < len(lengths):
         padded = -(-max(lengths[first], 1) // PAD_TO) * PAD_TO
-        rows = max(1, budget // padded) if max_rows is None else max(1, min(max_rows, budget // padded))
-        last = min(len(lengths), first + rows)
+        rows = budget // padded if max_rows is None else min(max_rows, budget // padded)
+        last = min(len(lengths), first + max(1, rows))
         yield first, last
         first = last

@@ -59,16 +59,17 @@ def corpus(n: int = 300, seed: int = 0) -> list[str]:
 
 def _wordpiece_vocab(texts: list[str], specials: list[str], normalizer: Any, pre_tokenizer: Any,
                      size: int) -> dict[str, int]:
-    """The same WordPiece vocabulary in every process: the specials, every character (of the texts,
-    and ASCII's) alone and as a ``##`` continuation, then whole words, most frequent first. (tokenizers' WordPieceTrainer
-    breaks ties between merges in hash order, so its vocabulary, and with it every test on the
-    tiny BERT, changed from one process to the next.)"""
+    """The same WordPiece vocabulary in every process: the specials, every character (of the
+    texts, and ASCII's) alone and as a ``##`` continuation, then whole words, most frequent
+    first. (tokenizers' WordPieceTrainer breaks ties between merges in hash order, so its
+    vocabulary, and with it every test on the tiny BERT, changed from one build to the next.)"""
     import string
     from collections import Counter
 
     counts = Counter(word for text in texts
                      for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
-    chars = sorted({c for word in counts for c in word} | set(string.ascii_lowercase + string.digits + string.punctuation))
+    ascii_chars = set(string.ascii_lowercase + string.digits + string.punctuation)
+    chars = sorted({c for word in counts for c in word} | ascii_chars)
     vocab = [*specials, *chars, *(f"##{c}" for c in chars)]
     known = set(vocab)
     vocab += [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if w not in known]

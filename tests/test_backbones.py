@@ -289,3 +289,19 @@ def test_cpu_batches_are_capped_at_the_cpu_token_budget():
     assert budget(32, 256, "cpu") == CPU_TOKENS < 32 * 256
     assert budget(2, 64, "cpu") == 128  # below the cap the texts' budget stands
     assert budget(32, 256, "cuda") == 32 * 256  # GPUs keep the batch they were given
+
+
+def test_the_encoder_keeps_cpu_batches_within_the_cap(bert_mean, monkeypatch):
+    import structret.batching
+
+    forwards = []
+    embed = bert_mean.embed
+
+    def counted(batch, **kwargs):
+        forwards.append(batch["input_ids"].shape)
+        return embed(batch, **kwargs)
+
+    monkeypatch.setattr(bert_mean, "embed", counted)
+    monkeypatch.setattr(structret.batching, "CPU_TOKENS", 32)  # below batch_size x max_length = 32 x 64
+    bert_mean.encode(["short text"] * 40, batch_size=32)
+    assert all(rows * length <= 32 for rows, length in forwards) and len(forwards) > 1
