@@ -8,7 +8,7 @@ from structret.hookspecs import hookimpl
 
 _API = ("EncodeResult", "Hit", "Model", "Run", "SearchIndex", "build_index", "encode_dataset", "evaluate",
         "index_embeddings", "load_dataset", "load_index", "load_model", "new_model", "open_model", "plot_figures", "train",
-        "UpdateResult", "update_index")
+        "tune_fusion", "UpdateResult", "update_index")
 
 __all__ = ["hookimpl", *_API]
 __version__ = "0.1.0"

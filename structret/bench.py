@@ -89,10 +89,15 @@ class BenchResult:
 
 
 def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
-              limit: int | None = None, show_progress: bool = True, vector_cache: bool = True) -> BenchResult:
+              limit: int | None = None, show_progress: bool = True, vector_cache: bool = True,
+              fusion: Any = None, tune: Dataset | None = None) -> BenchResult:
     """Each system built by name, then fitted and scored with the protocol of the dataset's task.
-    ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them."""
-    from structret.retrieval import DenseRetriever, make_retriever
+    ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them.
+    Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse), or by the
+    fusion that scores best on ``tune`` (a validation split of the same data), recorded in the row."""
+    from structret.evaluation import tune_fusion
+    from structret.fusion import parse
+    from structret.retrieval import DenseRetriever, HybridRetriever, make_retriever
 
     protocol = make_protocol(dataset, limit)
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
@@ -100,10 +105,24 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
         # build every retriever before timing: model loading is not retrieval
         retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress,
                                    cache=cache_dir() if vector_cache else None)
-        result.rows[system] = evaluate_retriever(protocol, retriever, system)
-        if isinstance(retriever, DenseRetriever) and retriever.cache_summary():
+        tuning = None
+        if isinstance(retriever, HybridRetriever):
+            retriever.fusion = parse(fusion)
+            if tune is not None:
+                tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress)
+                tuning["split"] = tune.name
+                print(f"{system}: {tuning['fusion']} scored best on {tune.name} ({tuning['measure']} "
+                      f"{100 * tuning['scores'][tuning['fusion']]:.2f})", file=sys.stderr)
+        row = result.rows[system] = evaluate_retriever(protocol, retriever, system)
+        if isinstance(retriever, HybridRetriever):
+            row["fusion"] = retriever.fusion.spec
+            if tuning is not None:
+                row["fusion_tuning"] = tuning
+        if isinstance(retriever, (DenseRetriever, HybridRetriever)) and retriever.cache_summary():
             print(f"{system}: {retriever.cache_summary()}", file=sys.stderr)
         describe = optional("retriever", retriever, "settings")
         result.settings[system] = describe() if callable(describe) else "(its settings are not reported)"
+        if tuning is not None:
+            result.settings[system] += f"; chosen on {tune.name} by {tuning['measure']}"
     result.notes = protocol.notes
     return result

@@ -283,6 +283,18 @@ def _read(data, split, data_options, *, need=("documents",)):
     return dataset
 
 
+def _fusion(spec):
+    """--fusion as a structret.fusion.Fusion (None when not given), or a usage error."""
+    if not spec:
+        return None
+    from structret.fusion import FusionError, parse
+
+    try:
+        return parse(spec)
+    except FusionError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fusion") from None
+
+
 def _model(backbone, model, options=()):
     """The model to encode with (structret.api): ``backbone``, or the run ``--model`` names."""
     from structret.api import open_model
@@ -359,8 +371,17 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
               help="Update the index in --out: remove the document ID, repeatable; @FILE reads ids from FILE, one "
                    "a line. Removed before --add adds, so removing and adding an id replaces it. Needs an index "
                    "that can remove (flat, usearch).")
+@click.option("--lexical", metavar="RETRIEVER",
+              help="Also index the texts with this lexical retriever (bm25) and fuse it with the vectors in every "
+                   "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
+@click.option("--fusion", metavar="METHOD:WEIGHT",
+              help="With --lexical: how the sides fuse, zscore/minmax/rrf and the lexical weight in [0, 1] "
+                   "(default zscore:0.2). Example: --fusion minmax:0.3")
+@click.option("--tune", "tune_split", metavar="SPLIT",
+              help="With --lexical: choose the fusion on this split of --data by its protocol's first measure "
+                   "(recorded in the index). Example: --data codesearchnet:go.jsonl.gz --split test --tune valid")
 def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
-          index_options, metric, out, no_verify, add, remove):
+          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split):
     """Build a vector index from a dataset or from encoded embeddings, or update one.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
@@ -372,9 +393,15 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
     nothing changes. Do not run two updates of one index at once: the last one wins.
 
     \b
+    With --lexical bm25 the index is hybrid: BM25 over the same texts, kept (and
+    checksummed) in OUT/lexical, fused with the vectors in every search by --fusion, or by the
+    fusion that scores best on --tune SPLIT. Updates refit the lexical side.
+
+    \b
     Examples:
       structret index --data codesearchnet:stdlib.jsonl.gz --split test --index hnsw --out runs/idx
       structret search runs/idx "read a config file" -k 5
+      structret index --data codesearchnet:stdlib.jsonl.gz --split test --lexical bm25 --tune valid --out runs/hybrid
       structret index --embeddings runs/emb --index hnsw --out runs/idx            # all shards in runs/emb
       structret index --embeddings a/emb --embeddings b/emb --out runs/idx          # shards from two machines
     \b
@@ -385,6 +412,16 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
     from structret.api import build_index, index_embeddings
     from structret.data import parse_options
 
+    if (fusion or tune_split) and not lexical:
+        raise click.UsageError("--fusion and --tune choose how a lexical side fuses; add --lexical bm25")
+    if fusion and tune_split:
+        raise click.UsageError("give --fusion or --tune, not both")
+    if lexical and (embeddings or add is not None or remove):
+        raise click.UsageError("--lexical builds a hybrid index from --data (an update keeps the index's own lexical "
+                               "side); --embeddings carry no texts to index")
+    if tune_split and tune_split == split:
+        raise click.UsageError(f"--tune {tune_split} would choose the fusion on the documents being indexed; tune on "
+                               f"another split")
     if add is not None or remove:
         if embeddings or data is not None:
             raise click.UsageError("--add/--remove update the index in --out; build a new one with --embeddings or "
@@ -407,18 +444,35 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
                backbone_options=backbone_options, index=index_name,
                index_options=index_options)
     # an empty index would answer every search with nothing, and exit 0
+    if lexical:
+        from structret.registry import get_registry
+
+        get_registry().check("retriever", lexical)
+    fusion_spec = _fusion(fusion)
     dataset = _read(data, split, data_options, need=("documents",))
-    built = build_index(_model(backbone, model, backbone_options), dataset, kind=index_name, metric=metric,
-                        batch_size=batch_size, **parse_options(index_options))
+    encoder = _model(backbone, model, backbone_options)
+    if tune_split:
+        from structret.api import tune_fusion
+
+        tuned = tune_fusion(encoder, _read(data, tune_split, data_options, need=("documents", "queries")),
+                            split=tune_split, lexical=lexical, batch_size=batch_size)
+        fusion_spec = tuned["fusion"]
+        click.echo(f"fusion {fusion_spec} scored best on the {tune_split} split ({tuned['measure']} "
+                   f"{100 * tuned['scores'][fusion_spec]:.2f} over {tuned['queries']} queries)", err=True)
+    built = build_index(encoder, dataset, kind=index_name, metric=metric, batch_size=batch_size, lexical=lexical,
+                        fusion=fusion_spec, **parse_options(index_options))
+    if tune_split:
+        built.meta["lexical"]["tuning"] = tuned
     built.save(out)
-    click.echo(f"indexed {len(built)} vectors ({index_name}, {metric}) in {out}")
+    hybrid = f", hybrid with {lexical}, fusion {built.fusion.spec}" if lexical else ""
+    click.echo(f"indexed {len(built)} vectors ({index_name}, {metric}{hybrid}) in {out}")
 
 
 def _update(out, add, remove, split, batch_size, verify):
     """``structret index --add/--remove``: the ids to remove (``@FILE``: one a line), then update_index."""
     import os
 
-    from structret.api.indexes import update_index
+    from structret.api.updates import update_index
 
     if not os.path.isdir(out):
         raise StructretError(f"--add/--remove update an existing index, and {out} is not a folder; build one first "
@@ -466,7 +520,8 @@ def search(index_dir, queries, k, lines, no_verify):
     for query, hits in zip(queries, found.search(model, list(queries), k)):
         click.secho(f"query: {query}", bold=True)
         for rank, hit in enumerate(hits, 1):
-            click.echo(f"{rank:>3}. {hit.score:.4f}  {hit.id}")
+            sides = f"  [{' + '.join(hit.sources)}]" if hit.sources else ""
+            click.echo(f"{rank:>3}. {hit.score:.4f}  {hit.id}{sides}")
             if lines and hit.text is not None:
                 for line in hit.text.splitlines()[:lines]:
                     click.echo(f"       {line}")
@@ -706,8 +761,9 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE",
               help="Reader option for every dataset, repeatable (e.g. --data-option limit=2000).")
 @click.option("--system", "-s", "systems", multiple=True,
-              help="A retriever, a backbone, or a run directory of 'structret train'; repeatable (default: bm25 and minilm). "
-                   "Example: --system bm25 --system runs/sda")
+              help="A retriever, a backbone, a run directory of 'structret train', or LEXICAL+DENSE fused "
+                   "(bm25+minilm, bm25+runs/sda); repeatable (default: bm25, minilm and bm25+minilm). "
+                   "Example: --system bm25 --system runs/sda --system bm25+runs/sda")
 @click.option("--recipe", "-r", "recipes", multiple=True,
               help="Train this recipe (preset or .toml) on each --data's train split and add it as a row; repeatable. "
                    "Example: --recipe minilm-code --recipe santa-code --set max_steps=20")
@@ -747,8 +803,14 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--no-vector-cache", "no_vector_cache", is_flag=True,
               help="With --system: encode every text again instead of reusing the vectors an earlier run of the "
                    "same model kept in STRUCTRET_CACHE/vectors. Example: structret bench --no-vector-cache")
+@click.option("--fusion", metavar="METHOD:WEIGHT",
+              help="How hybrid systems fuse: zscore, minmax or rrf, and the lexical side's weight in [0, 1] "
+                   "(default zscore:0.2; ',depth=N' candidates per side, ',k=N' for rrf). Example: --fusion rrf:0.5")
+@click.option("--tune", "tune_split", metavar="SPLIT",
+              help="Choose each hybrid's fusion on this split of --data (every method x weight, by the first "
+                   "measure), then score --split once with it. Example: --data codesearchnet:go --tune valid")
 def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, data_root,
-          row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache):
+          row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split):
     """Score retrieval systems on datasets and print one table.
 
     With no options: mines the installed Python standard library into CodeSearchNet rows
@@ -786,6 +848,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
       structret bench --data codesearchnet:python/final/jsonl/test --system bm25 --system minilm
       structret bench --data esci:esci-data/shopping_queries_dataset --split test --json esci.json
       structret bench --data codesearchnet:other.jsonl.gz --system minilm --system runs/sda
+      structret bench --data codesearchnet:go --system minilm --system bm25+minilm --tune valid --json go.json
       structret bench --recipe minilm-code --recipe khan-jang-minilm-informed --set max_steps=20 --zero-shot
       structret bench --suite santa --set max_steps=50 --out bench-out/santa
       structret bench --suite santa --data code=adv:dataset --backbone codet5-base   # the full reproduction
@@ -796,6 +859,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     """
     from structret.data import parse_options
 
+    if (fusion or tune_split) and (suite or recipes or data_root):
+        raise click.UsageError("--fusion and --tune go with --system tables (hybrid systems such as bm25+minilm)")
     if suite == "coir" or data_root:
         _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache,
                     {"--data": data, "--data-option": data_options, "--recipe": recipes, "--finetune": finetune,
@@ -840,13 +905,22 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
 
     from structret.bench import default_dataset, run_bench
 
-    systems = list(systems) or ["bm25", "minilm"]
+    systems = list(systems) or ["bm25", "minilm", "bm25+minilm"]
     _preflight(data=data, data_options=data_options, systems=systems)
+    fusion_spec = _fusion(fusion)
+    if tune_split and not data:
+        raise click.UsageError("--tune needs --data with a validation split; the default data (the mined standard "
+                               "library) is all test data")
+    if tune_split and tune_split == (split or "test"):
+        raise click.UsageError(f"--tune {tune_split} would choose the fusion on the split that is scored; tune on "
+                               f"another split (e.g. --tune valid)")
     if not data:
         dataset = default_dataset(split=split)
     else:
         dataset = _read(data[0], split or "test", data_options, need=("documents", "queries"))
-    result = run_bench(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache)
+    tune = _read(data[0], tune_split, data_options, need=("documents", "queries")) if tune_split else None
+    result = run_bench(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
+                       fusion=fusion_spec, tune=tune)
     click.echo(result.markdown())
     if json_out:
         result.write_json(json_out)

@@ -409,6 +409,11 @@ OPTIONAL: dict[str, dict[str, str]] = {
         "settings": "settings() -> str: what changes its numbers, for a results table's notes",
         "format_document": "format_document(record) -> str: how it reads a record (default: record.text())",
         "format_query": "format_query(query) -> str: how it reads a query (default: query.text)",
+        "search": "search(queries, k) -> (scores [nq, k'], document positions [nq, k']), best first: the top k "
+                  "of each query; a retriever with search, save and load can be an index's lexical side",
+        "save": "save(directory): write the fitted retriever into directory (created if missing), with every "
+                "option that changes how it reads text; structret index --lexical checksums what it writes",
+        "load": "load(directory) -> retriever, on the registered class: the retriever save() wrote, fitted",
     },
     "extractor": {"failures": "a Counter of what it could not read, by reason (structret extract prints it)"},
     "linearizer": {

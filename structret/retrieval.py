@@ -1,4 +1,5 @@
-"""Retrievers by name: a registered retriever (bm25), or any backbone as a dense retriever."""
+"""Retrievers by name: a registered retriever (bm25), any backbone as a dense retriever, or
+both fused (``bm25+minilm``, ``bm25+runs/x``: structret.fusion)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,70 @@ class DenseRetriever:
         return self.encode_queries(queries) @ docs.T
 
 
+class HybridRetriever:
+    """A lexical retriever and a dense one fused per query (structret.fusion): both index the
+    same documents, read as the dense side reads them (a run's text format, if it has one)."""
+
+    def __init__(self, lexical: Any, dense: DenseRetriever, fusion: Any = None, *, name: str = "hybrid"):
+        from structret.fusion import parse
+
+        self.lexical, self.dense = lexical, dense
+        self.fusion = parse(fusion)
+        self.name = name
+        # query text -> (lexical row, dense row) over every document; kept only while tuning,
+        # which scores the same queries once per candidate fusion
+        self._rows: dict[str, tuple[Any, Any]] | None = None
+
+    def format_document(self, record: Any) -> str:
+        return self.dense.format_document(record)
+
+    def format_query(self, query: Any) -> str:
+        return self.dense.format_query(query)
+
+    def settings(self) -> str:
+        describe = optional("retriever", self.lexical, "settings")
+        lexical = describe() if callable(describe) else type(self.lexical).__name__
+        return f"{self.fusion.describe()} ({self.fusion.spec}); lexical: {lexical}; dense: {self.dense.settings()}"
+
+    def fit(self, docs: Sequence[str]) -> None:
+        docs = list(docs)
+        self.lexical.fit(docs)
+        self.dense.fit(docs)
+        self._rows = {} if self._rows is not None else None
+
+    def encode_queries(self, queries: Sequence[str]):
+        return self.dense.encode_queries(queries)
+
+    def cache_summary(self) -> str | None:
+        return self.dense.cache_summary()
+
+    def remember_rows(self, on: bool = True) -> None:
+        """Keep every query's full score rows (for scoring one set of queries under many
+        fusions); memory: 8 bytes x queries x documents."""
+        self._rows = {} if on else None
+
+    def _side_rows(self, queries: Sequence[str], doc_indices):
+        if self._rows is None:
+            return self.lexical.score(queries, doc_indices), self.dense.score(queries, doc_indices)
+        import numpy as np
+
+        new = [q for q in dict.fromkeys(queries) if q not in self._rows]
+        if new:
+            for q, lex, dense in zip(new, self.lexical.score(new), self.dense.score(new)):
+                self._rows[q] = (lex, dense)
+        lex = np.stack([self._rows[q][0] for q in queries])
+        dense = np.stack([self._rows[q][1] for q in queries])
+        if doc_indices is not None:
+            lex, dense = lex[:, doc_indices], dense[:, doc_indices]
+        return lex, dense
+
+    def score(self, queries: Sequence[str], doc_indices=None):
+        from structret.fusion import fuse_scores
+
+        lexical, dense = self._side_rows(queries, doc_indices)
+        return fuse_scores(lexical, dense, self.fusion)
+
+
 def trained_model(path: str, *, verify: bool = True) -> tuple[str, str, dict] | None:
     """(backbone name, model directory, its recipe) for a model ``structret train`` wrote:
     its run directory (the final model is used) or any checkpoint in it; None otherwise.
@@ -135,7 +200,8 @@ def trained_model(path: str, *, verify: bool = True) -> tuple[str, str, dict] | 
 
 def resolve_system(name: str) -> tuple[str, Any]:
     """What a system name means, without building it: ``("retriever", name)``,
-    ``("backbone", name)`` or ``("run", trained_model(name))``; unknown names raise PluginError."""
+    ``("backbone", name)``, ``("run", trained_model(name))`` or, for ``LEXICAL+DENSE``,
+    ``("hybrid", (lexical name, dense name))``; unknown names raise PluginError."""
     registry = get_registry()
     if registry.has("retriever", name):
         return "retriever", name
@@ -144,6 +210,13 @@ def resolve_system(name: str) -> tuple[str, Any]:
     trained = trained_model(name)
     if trained is not None:  # a run directory or checkpoint: its backbone, its weights
         return "run", trained
+    lexical, plus, dense = name.partition("+")
+    if plus and registry.has("retriever", lexical):
+        kind, _ = resolve_system(dense)
+        if kind not in ("backbone", "run"):
+            raise PluginError(f"system '{name}': a hybrid is LEXICAL+DENSE, and '{dense}' is not a dense system "
+                              f"(a backbone such as minilm, or a directory written by 'structret train').")
+        return "hybrid", (lexical, dense)
     known = registry.names("retriever") + registry.names("backbone")
     import difflib
 
@@ -151,16 +224,27 @@ def resolve_system(name: str) -> tuple[str, Any]:
     hint = f" Did you mean '{close[0]}'?" if close else ""
     raise PluginError(
         f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
-        f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works."
+        f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works, and "
+        f"LEXICAL+DENSE (bm25+minilm) fuses two."
     )
 
 
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
-                   batch_size: int = 32, cache: str | os.PathLike | None = None, **options: Any):
-    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever.
-    ``cache``: a directory where a dense retriever keeps its vectors between runs."""
+                   batch_size: int = 32, cache: str | os.PathLike | None = None, fusion: Any = None, **options: Any):
+    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever;
+    ``bm25+minilm`` → a HybridRetriever fusing them by ``fusion`` (structret.fusion.parse; None:
+    the default). ``cache``: a directory where a dense retriever keeps its vectors between runs;
+    ``options`` go to the backbone (of a hybrid's dense side too)."""
     registry = get_registry()
     kind, found = resolve_system(name)
+    if kind == "hybrid":
+        lexical = registry.create("retriever", found[0])
+        dense = make_retriever(found[1], model=model, show_progress=show_progress, batch_size=batch_size,
+                               cache=cache, **options)
+        return HybridRetriever(lexical, dense, fusion, name=name)
+    if fusion is not None:
+        raise PluginError(f"fusion settings are for a hybrid system (LEXICAL+DENSE, e.g. bm25+{name}), "
+                          f"not '{name}'.")
     if kind == "retriever":
         return registry.create("retriever", name, **options)
     if kind == "backbone":

@@ -10,7 +10,10 @@ the whole identifier is kept as well so an exact name in the query still counts.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -22,6 +25,7 @@ _WORD = re.compile(r"\w+")
 # words whose tokens are remembered per retriever: a corpus repeats its identifiers, and
 # splitting them was most of BM25's time on the README's main job; cleared when full
 _MEMO_WORDS = 1 << 20
+OPTIONS_FILE = "bm25.json"
 
 
 def _kind(ch: str) -> str:
@@ -81,6 +85,9 @@ class BM25Retriever:
         except ValueError as exc:
             raise ValueError(f"bm25: unknown stopwords {stopwords!r}; use a language code like 'en', None, or a list of words") from exc
         self._model = None
+        # what save() records, so that load() tokenizes queries exactly as the documents were
+        self._options = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
+                         "split_identifiers": split_identifiers}
         self._stopword_source = stopwords
         self._word_tokens: dict[str, tuple[str, ...]] = {}
 
@@ -139,6 +146,29 @@ class BM25Retriever:
     def __len__(self) -> int:
         return self._n_docs
 
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write the fitted index (bm25s' own files) and the options that tokenized it."""
+        self._check_fitted()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._model.save(str(directory), show_progress=False)
+        (directory / OPTIONS_FILE).write_text(json.dumps({"options": self._options, "documents": self._n_docs}),
+                                              encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "BM25Retriever":
+        """A retriever saved by ``save``, ready to score and search."""
+        directory = Path(directory)
+        try:
+            saved = json.loads((directory / OPTIONS_FILE).read_text(encoding="utf-8"))
+            retriever = cls(**saved["options"])
+            retriever._model = retriever._bm25s.BM25.load(str(directory), show_progress=False)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"bm25: {directory} does not hold a saved BM25 index ({type(exc).__name__}: {exc}); "
+                             f"rebuild it") from None
+        retriever._n_docs = int(saved["documents"])
+        return retriever
+
     def _check_fitted(self) -> None:
         if self._model is None:
             raise RuntimeError("bm25: call fit(docs) before scoring or searching")
@@ -184,6 +214,16 @@ class BM25Retriever:
         indices = np.empty((len(queries), k), dtype=np.int64)
         for i, query in enumerate(queries):
             row = self._query_scores(query)
-            top = np.argsort(-row, kind="stable")[:k]
+            top = _top(row, k)
             scores[i], indices[i] = row[top], top
         return scores, indices
+
+
+def _top(row: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best positions of ``row``, best first, equal scores in document order; a
+    partition first, since a full sort of a 100k-document row costs more than scoring it."""
+    if k >= len(row):
+        return np.argsort(-row, kind="stable")
+    kth = np.partition(row, len(row) - k)[len(row) - k]
+    candidates = np.flatnonzero(row >= kth)
+    return candidates[np.argsort(-row[candidates], kind="stable")][:k]

@@ -9,13 +9,14 @@ torch and transformers are imported only when a model is loaded or trained.
 
 from structret.api.datasets import load_dataset
 from structret.api.encoding import EncodeResult, encode_dataset
-from structret.api.indexes import Hit, SearchIndex, UpdateResult, build_index, index_embeddings, load_index, update_index
+from structret.api.indexes import Hit, SearchIndex, build_index, index_embeddings, load_index
+from structret.api.updates import UpdateResult, update_index
 from structret.api.models import Model, load_model, new_model, open_model
-from structret.api.runs import Run, evaluate, train
+from structret.api.runs import Run, evaluate, train, tune_fusion
 from structret.figures import plot_figures
 
 __all__ = [
     "EncodeResult", "Hit", "Model", "Run", "SearchIndex", "build_index", "encode_dataset", "evaluate",
     "index_embeddings", "load_dataset", "load_index", "load_model", "new_model", "open_model",
-    "plot_figures", "train", "UpdateResult", "update_index",
+    "plot_figures", "train", "tune_fusion", "UpdateResult", "update_index",
 ]

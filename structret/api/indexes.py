@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from structret.api.models import Model, open_model
+from structret.contracts import optional
 from structret.errors import StructretError
 from structret.registry import get_registry
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the document id, its score under the index's metric, and its text
-    (None when the index keeps no texts)."""
+    """One search result: the document id, its score (the index's metric, or the fused score of
+    a hybrid index), its text (None when the index keeps no texts) and, in a hybrid index, which
+    sides listed it (``("dense",)``, ``("lexical",)`` or both)."""
 
     id: str
     score: float
     text: str | None = None
+    sources: tuple[str, ...] = ()
 
 
 class SearchIndex:
@@ -35,6 +39,44 @@ class SearchIndex:
         self._verify = verify  # for a model loaded from the meta
         self.path = path  # where it was loaded from, for messages
         self.texts_note: str | None = None  # why no texts were loaded, a sentence for a warning
+        # the lexical side of a hybrid index: a fitted retriever with search/save/load, the ids of
+        # its documents by position, and how the two sides fuse (meta["lexical"] records both)
+        self.lexical: Any = None
+        self.lexical_ids: list[str] = []
+
+    @property
+    def fusion(self):
+        """How a hybrid index fuses its two sides (structret.fusion.Fusion); None without a lexical side."""
+        from structret.fusion import parse
+
+        lexical = self.meta.get("lexical")
+        return parse(lexical.get("fusion")) if lexical else None
+
+    def add_lexical(self, name: str = "bm25", fusion: Any = None, **options: Any) -> None:
+        """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
+        vectors in every search (structret.fusion; ``fusion``: a spec, a Fusion or None for the
+        default). ``options`` go to the retriever."""
+        from structret.fusion import parse
+
+        if not self.texts:
+            raise StructretError("a lexical side indexes the documents' texts, and this index keeps none; build it "
+                                 "from a dataset, or with texts=.")
+        retriever = get_registry().create("retriever", name, **options)
+        if not all(callable(optional("retriever", retriever, member)) for member in ("search", "save", "load")):
+            raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
+                                 f"k), save(directory) and load(directory) (structret/contracts.py).")
+        self.lexical_ids = list(self.texts)
+        retriever.fit(list(self.texts.values()))
+        self.lexical = retriever
+        self.meta["lexical"] = {"retriever": name, "options": options, "fusion": parse(fusion).as_dict()}
+
+    def set_fusion(self, fusion: Any) -> None:
+        """Fuse the two sides by ``fusion`` from now on (saved with the index)."""
+        from structret.fusion import parse
+
+        if self.lexical is None:
+            raise StructretError("this index has no lexical side to fuse; add one with add_lexical('bm25').")
+        self.meta["lexical"]["fusion"] = parse(fusion).as_dict()
 
     @property
     def kind(self) -> str:
@@ -82,16 +124,33 @@ class SearchIndex:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
         single = isinstance(queries, str)
         texts = [queries] if single else list(queries)
-        hits = self.search_vectors(model.encode_query(texts), k)
+        hits = self.search_vectors(model.encode_query(texts), k, texts=texts)
         return hits[0] if single else hits
 
-    def search_vectors(self, vectors: Any, k: int = 10) -> list[list[Hit]]:
+    def search_vectors(self, vectors: Any, k: int = 10, *, texts: Sequence[str] | None = None) -> list[list[Hit]]:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
-        model): search without encoding, for callers that time or batch the encoding themselves."""
-        scores, ids = self.index.search(vectors, k)
+        model): search without encoding, for callers that time or batch the encoding themselves.
+        A hybrid index also needs the query ``texts`` (one per row) for its lexical side."""
         texts_by_id = self.texts or {}
-        return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
-                for row_scores, row_ids in zip(scores, ids)]
+        if self.lexical is None:
+            scores, ids = self.index.search(vectors, k)
+            return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
+                    for row_scores, row_ids in zip(scores, ids)]
+        from structret.fusion import fuse_lists
+
+        if texts is None or len(texts) != len(vectors):
+            raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
+                                 "one per vector: search_vectors(vectors, k, texts=[...]).")
+        fusion = self.fusion
+        depth = max(k, min(fusion.depth, len(self.index)))
+        dense_scores, dense_ids = self.index.search(vectors, depth)
+        lexical_scores, positions = self.lexical.search(list(texts), max(k, min(fusion.depth, len(self.lexical_ids))))
+        found = []
+        for d_scores, d_ids, l_scores, l_positions in zip(dense_scores, dense_ids, lexical_scores, positions):
+            lexical_ids = [self.lexical_ids[p] for p in l_positions]
+            fused = fuse_lists((lexical_ids, l_scores), ([str(i) for i in d_ids], d_scores), fusion, k)
+            found.append([Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in fused])
+        return found
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
@@ -101,10 +160,48 @@ class SearchIndex:
                         | {"model": self.meta.get("model")})
         if self.texts:
             write_texts(path, list(self.texts), list(self.texts.values()))
+        if self.lexical is not None:
+            self._save_lexical(Path(path))
+
+    def _save_lexical(self, path: Path) -> None:
+        import json
+
+        from structret.artifacts import add_to_checksums, checksummed
+
+        directory = path / LEXICAL_DIR
+        self.lexical.save(directory)
+        (directory / LEXICAL_IDS).write_text(json.dumps(self.lexical_ids, ensure_ascii=False), encoding="utf-8")
+        if checksummed(path, "structret.json"):  # sealed already (not inside atomic_dir): list the new files
+            for file in sorted(p for p in directory.rglob("*") if p.is_file()):
+                add_to_checksums(path, file.relative_to(path).as_posix())
+
+    def _load_lexical(self, path: Path) -> None:
+        """The lexical side ``meta["lexical"]`` names, from ``path/lexical`` (checked by the caller)."""
+        import json
+
+        from structret.errors import ArtifactError
+
+        name = self.meta["lexical"].get("retriever")
+        factory = get_registry().get("retriever", name).load()
+        load = optional("retriever", factory, "load")
+        if not callable(load):
+            raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved index.")
+        directory = path / LEXICAL_DIR
+        try:
+            self.lexical = load(directory)
+            self.lexical_ids = json.loads((directory / LEXICAL_IDS).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ArtifactError(f"{directory}: the index's lexical side cannot be read ({exc}); rebuild the index with "
+                                f"'structret index ... --lexical {name}'.") from None
+        if len(self.lexical_ids) != len(self.lexical):
+            raise ArtifactError(f"{directory}: {len(self.lexical_ids)} ids for {len(self.lexical)} documents; the "
+                                f"index is damaged, rebuild it.")
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)
-_SAVED = ("model", "backbone", "model_override", "embeddings", "updates")
+_SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical")
+LEXICAL_DIR = "lexical"
+LEXICAL_IDS = "ids.json"
 
 
 def _model_meta(model: Model | None) -> dict[str, Any]:
@@ -119,14 +216,27 @@ def _new_index(kind: str, dim: int, metric: str, options: dict[str, Any]):
 
 def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = "flat",
                 metric: str = "ip", batch_size: int = 32, show_progress: bool = True, ids: Sequence[str] | None = None,
-                texts: Sequence[str] | None = None, vectors: Any = None, **index_options: Any) -> SearchIndex:
+                texts: Sequence[str] | None = None, vectors: Any = None, lexical: str | None = None,
+                fusion: Any = None, **index_options: Any) -> SearchIndex:
     """A search index of ``data``'s documents encoded by ``model``.
 
     ``data``: a Dataset, a ``"FORMAT:PATH"`` spec (read with ``split``), or a ``[n, dim]``
     array of vectors with ``ids=`` (one per row) and optionally ``texts=``; vectors may also
     be passed as ``vectors=`` (then ``model`` may be None, and search needs a model).
     ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it.
+    ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
+    search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None for the default).
     """
+    built = _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors, index_options)
+    if lexical is not None:
+        built.add_lexical(lexical, fusion)
+    elif fusion is not None:
+        raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")
+    return built
+
+
+def _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors,
+           index_options) -> SearchIndex:
     from structret.records import Dataset
 
     if vectors is None and data is not None and not isinstance(data, (str, Dataset)):
@@ -151,7 +261,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
         raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)).")
     if ids is not None or texts is not None:
         raise StructretError("ids= and texts= go with vectors; a dataset brings its own.")
-    dataset = _dataset(data, split)
+    dataset = documents_of(data, split)
     doc_ids = list(dataset.corpus)
     doc_texts = [model.text(r, "document") for r in dataset.corpus.values()]
     encoded = model.backbone.encode(doc_texts, kind="document", batch_size=batch_size, show_progress=show_progress)
@@ -161,7 +271,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
                        model=model)
 
 
-def _dataset(data: Any, split: str | None):
+def documents_of(data: Any, split: str | None):
     """A Dataset with documents: ``data`` (read again for another ``split``), or read from a spec."""
     from structret.api.datasets import dataset_split
     from structret.data import require
@@ -209,101 +319,8 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
         meta = read_meta(path)
         index = load_plugin_index(path, verify=verify)
         kept, why_not = read_index_texts(path, verify=verify) if texts else ({}, None)
-    loaded = SearchIndex(index, meta=meta, texts=kept or None, verify=verify, path=path)
+        loaded = SearchIndex(index, meta=meta, texts=kept or None, verify=verify, path=path)
+        if meta.get("lexical"):
+            loaded._load_lexical(Path(path))
     loaded.texts_note = why_not
     return loaded
-
-
-@dataclass(frozen=True)
-class UpdateResult:
-    """What ``update_index`` did: vectors added and removed, and how many the index holds now."""
-
-    added: int
-    removed: int
-    count: int
-
-
-def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = None, remove: Sequence[str] = (),
-                 split: str | None = None, batch_size: int = 32, verify: bool = True,
-                 show_progress: bool = True) -> UpdateResult:
-    """Remove ids from, then add documents to, the index saved at ``path``, atomically.
-
-    ``add``: the output folder of ``structret encode`` (vectors made by the index's model), or a
-    ``FORMAT:PATH`` dataset spec (read with ``split``) whose documents the index's recorded model
-    encodes. ``remove``: ids the index holds; removing and adding the same id replaces its
-    document. Removing needs an index kind with ``remove`` (flat, usearch). The updated index,
-    texts and checksums are written beside the old one and swapped in with one rename, so an
-    interrupted update leaves the previous index whole; two updates of one index at once keep
-    only the last one's changes.
-    """
-    remove = [str(i) for i in remove]
-    if add is None and not remove:
-        raise StructretError("update_index: nothing to do; give add= (an encode folder or FORMAT:PATH), remove= "
-                             "ids, or both.")
-    found = load_index(path, verify=verify)
-    try:
-        _update(found, path, add, remove, split, batch_size, verify, show_progress)
-    finally:
-        close = getattr(found.index, "close", None)
-        if close is not None:
-            close()
-    last = found.meta["updates"][-1]
-    return UpdateResult(last["added"], last["removed"], len(found))
-
-
-def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
-    from structret.artifacts import atomic_dir
-    from structret.contracts import optional
-    from structret.indexing import IndexInputError
-
-    if remove and optional("index", found.index, "remove") is None:
-        raise StructretError(
-            f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
-            f"that can (flat, usearch; 'structret plugins --kind index'), or rebuild it without those documents."
-        )
-    ids, vectors, texts = _to_add(found, path, add, split, batch_size, verify, show_progress) if add is not None \
-        else ([], None, None)
-    if remove:
-        found.index.remove(remove)  # checks every id first: an unknown one raises and changes nothing
-        if found.texts is not None:
-            for i in remove:
-                found.texts.pop(i, None)
-    if ids:
-        try:
-            found.index.add(ids, vectors)
-        except IndexInputError as exc:
-            raise IndexInputError(f"{add}: {exc} To replace a document, also --remove its id.") from None
-        if found.texts is not None and texts is not None:
-            found.texts.update(zip(ids, texts))
-    update = {"added": len(ids), "removed": len(remove), "source": str(add) if add is not None else None}
-    found.meta["updates"] = [*(found.meta.get("updates") or []), update]
-    with atomic_dir(path) as staged:  # the old index stays in place until the new one is whole
-        found.save(staged)
-
-
-def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
-    """(ids, vectors, texts or None) of what ``add`` names, made by the index's model."""
-    from structret.artifacts import META_FILE
-    from structret.indexing import check_same_model
-
-    if os.path.isdir(add) and (os.path.isfile(os.path.join(add, META_FILE))
-                               or any(name.startswith("shard-") for name in os.listdir(add))):
-        import numpy as np
-
-        from structret.embeddings import collect_parts, read_index_texts
-
-        parts = collect_parts([add], verify=verify)
-        check_same_model(path, found.meta.get("model"), parts[0].meta.get("model"))
-        ids = [i for part in parts for i in part.ids()]
-        vectors = np.concatenate([np.asarray(part.vectors()) for part in parts])
-        by_id = {i: t for part in parts for i, t in read_index_texts(part.path, verify=verify)[0].items()}
-        return ids, vectors, [by_id.get(i) for i in ids] if by_id else None
-    if isinstance(add, os.PathLike) or ":" not in str(add):
-        raise StructretError(f"cannot add {add}: give the output folder of 'structret encode' or a FORMAT:PATH "
-                             f"dataset spec (e.g. codesearchnet:new.jsonl.gz).")
-    model = found.model  # the index's own model, checked against its metadata
-    dataset = _dataset(str(add), split)
-    ids = list(dataset.corpus)
-    texts = [model.text(r, "document") for r in dataset.corpus.values()]
-    vectors = model.backbone.encode(texts, kind="document", batch_size=batch_size, show_progress=show_progress)
-    return ids, vectors, texts

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GAIN_MAPS", "EvaluationError", "EvaluationProtocol", "ProtocolNotApplicable", "csn_mrr", "evaluate",
     "evaluate_retriever", "evaluate_run", "full_pool_ranks", "gain_levels", "make_protocol", "mrr",
-    "rerank_run", "task_of",
+    "rerank_run", "task_of", "tune_fusion",
 ]
 
 
@@ -86,9 +86,9 @@ def evaluate_retriever(protocol: EvaluationProtocol, retriever: Retriever, syste
     if announce:
         print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
     retriever.fit(protocol.doc_texts)
-    from structret.retrieval import DenseRetriever
+    from structret.retrieval import DenseRetriever, HybridRetriever
 
-    if isinstance(retriever, DenseRetriever):
+    if isinstance(retriever, (DenseRetriever, HybridRetriever)):
         # every query once, under one progress bar; the protocol's batches then hit the cache
         retriever.encode_queries(protocol.query_texts())
     row = protocol.evaluate(retriever)
@@ -127,3 +127,34 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
         label = type(system).__name__
     row = evaluate_retriever(protocol, system, label, announce=show_progress)
     return {c: math.nan if row[c] is None else float(row[c]) for c in protocol.columns}
+
+
+def tune_fusion(retriever: Any, dataset: Dataset, *, limit: int | None = None, show_progress: bool = True,
+                candidates: Any = None) -> dict[str, Any]:
+    """Choose a hybrid retriever's fusion (structret.fusion) on ``dataset`` -- a validation
+    split, never the test split that is reported -- by the first column of its protocol, and
+    set it on the retriever.
+
+    The retriever is fitted on ``dataset``'s documents and each side scores every query once;
+    each candidate fusion then re-ranks those scores. Returns ``{"fusion": spec, "measure":
+    column, "scores": {spec: value}, "queries": n}``; fit the retriever on the test documents
+    afterwards, as ``structret bench --tune`` does.
+    """
+    from structret.fusion import tune
+
+    protocol = make_protocol(dataset, limit)
+    column = protocol.columns[0]
+    retriever.remember_rows(True)
+    try:
+        evaluate_retriever(protocol, retriever, "tuning", announce=show_progress)
+
+        def score(fusion) -> float:
+            retriever.fusion = fusion
+            value = protocol.evaluate(retriever)[column]
+            return math.nan if value is None else float(value)
+
+        best, scores = tune(score, candidates)
+    finally:
+        retriever.remember_rows(False)
+    retriever.fusion = best
+    return {"fusion": best.spec, "measure": column, "scores": scores, "queries": protocol.sizes.get("queries")}

@@ -25,6 +25,7 @@ form input[name=k] { width: 4.5rem; }
 ol.hits { padding-left: 0; list-style: none; }
 li.hit { border-top: 1px solid #ddd; padding: .6rem 0; }
 .hit-head { display: flex; gap: 1rem; align-items: baseline; }
+.side { font-size: 0.8em; padding: 0 0.4em; margin-left: 0.4em; border-radius: 0.3em; background: #eef; }
 .rank { font-weight: bold; } .score { font-family: monospace; } .hit-id { color: #555; font-family: monospace; }
 pre.code { background: #f8f8f8; padding: .6rem; overflow-x: auto; font-size: .85rem; }
 div.text { white-space: pre-wrap; }
@@ -106,7 +107,7 @@ def marked(text: str, entities: Sequence[Entity], start: int = 0, end: int | Non
 
 def _hit(hit: Any, language: str | None) -> str:
     head = (f'<div class="hit-head"><span class="rank">{hit.rank}.</span>'
-            f'<span class="score">{hit.score:.4f}</span><span class="hit-id">{escape(hit.id)}</span></div>')
+            f'<span class="score">{hit.score:.4f}</span><span class="hit-id">{escape(hit.id)}</span>{_sides(hit)}</div>')
     if hit.text is None:
         return f'<li class="hit" id="hit-{hit.rank}">{head}<p class="note">(this index keeps no texts)</p></li>'
     layout = hit.layout
@@ -135,7 +136,7 @@ def render(*, info: dict[str, Any], query: str = "", k: Any = 10, answer: Any = 
             f'<input name="k" value="{escape(str(k))}" inputmode="numeric" title="how many hits">'
             f'<button type="submit">Search</button></form>')
     about = (f'<p class="note" id="about">{info["index_size"]} documents ({escape(info["index_kind"] or "an")} index), '
-             f'model {escape(info["model"])}; entities: {escape(info["extractor"] or "none")}</p>')
+             f'model {escape(info["model"])}{_hybrid(info)}; entities: {escape(info["extractor"] or "none")}</p>')
     body = [f"<h1>structret search</h1>", form, about]
     if error is not None:
         body.append(f'<p id="error" class="error" role="alert">{escape(error)}</p>')
@@ -150,3 +151,16 @@ def render(*, info: dict[str, Any], query: str = "", k: Any = 10, answer: Any = 
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<style>{_PAGE_CSS}{_pygments_css()}</style></head><body>{"".join(body)}</body></html>')
+
+
+def _sides(hit: Any) -> str:
+    """Which side of a hybrid index listed the hit: a badge each (nothing for a dense-only index)."""
+    names = {"dense": "dense", "lexical": "lexical"}
+    return "".join(f'<span class="side side-{escape(s)}" title="found by the {escape(names.get(s, s))} side">'
+                   f'{escape(names.get(s, s))}</span>' for s in hit.sources)
+
+
+def _hybrid(info: dict[str, Any]) -> str:
+    if not info.get("fusion"):
+        return ""
+    return f' fused with {escape(info.get("lexical") or "a lexical side")} ({escape(info["fusion"])})'

@@ -39,11 +39,15 @@ class ShownHit:
     entities: tuple[Entity, ...] = ()
     layout: Layout | None = None
     entities_note: str | None = None  # why entities could not be found for this hit
+    sources: tuple[str, ...] = ()  # in a hybrid index: which sides listed it (dense, lexical)
 
     def as_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "id": self.id, "score": self.score, "text": self.text,
-                "entities": [{"start": e.start, "end": e.end, "text": e.text, "kind": e.kind}
-                             for e in self.entities]}
+        out = {"rank": self.rank, "id": self.id, "score": self.score, "text": self.text,
+               "entities": [{"start": e.start, "end": e.end, "text": e.text, "kind": e.kind}
+                            for e in self.entities]}
+        if self.sources:
+            out["found_by"] = list(self.sources)
+        return out
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,9 @@ class Searcher:
                 "text_format": self.text_format or None,
                 "extractor": self.marker.name if self.marker else None,
                 "extractor_reason": self.marker.reason if self.marker else self.no_marker_reason,
-                "texts": self.index.texts is not None}
+                "texts": self.index.texts is not None,
+                "fusion": self.index.fusion.spec if self.index.lexical is not None else None,
+                "lexical": (self.index.meta.get("lexical") or {}).get("retriever")}
 
     def search(self, query: str, k: int) -> Answer:
         """The top ``k`` hits (``k`` clamped to the index size), with timings and entities."""
@@ -154,7 +160,9 @@ class Searcher:
             # one search per distinct k: a graph index's top 10 may differ when asked for 50
             for k in sorted({w.k for w in batch}):
                 rows = [i for i, w in enumerate(batch) if w.k == k]
-                for i, found in zip(rows, self.index.search_vectors(vectors[rows], k)):
+                # a hybrid index's lexical side reads the query texts too
+                hybrid = {"texts": [batch[i].query for i in rows]} if self.index.lexical is not None else {}
+                for i, found in zip(rows, self.index.search_vectors(vectors[rows], k, **hybrid)):
                     batch[i].found = list(found)
             done = time.perf_counter()
         except BaseException as exc:  # every waiting caller gets it; the server answers each with a 500
@@ -166,7 +174,7 @@ class Searcher:
 
     def _shown(self, rank: int, hit: Any) -> ShownHit:
         if hit.text is None:
-            return ShownHit(rank, hit.id, hit.score, None)
+            return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources)
         layout = read_layout(hit.text, self.text_format, aspects=self._aspects, separator=self._separator)
         entities, note = (), None
         if self.marker is not None:
@@ -178,7 +186,7 @@ class Searcher:
             except Exception as exc:  # one text an extractor cannot read must not fail the whole answer
                 log.warning("extractor %s failed on hit %s: %s", self.marker.name, hit.id, exc)
                 note = f"the {self.marker.name} extractor could not read this text ({type(exc).__name__})"
-        return ShownHit(rank, hit.id, hit.score, hit.text, entities, layout, note)
+        return ShownHit(rank, hit.id, hit.score, hit.text, entities, layout, note, hit.sources)
 
 
 def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None,

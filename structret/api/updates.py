@@ -1,0 +1,114 @@
+"""Updating a saved index in place: ids removed, documents added, swapped in atomically."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from structret.api.indexes import SearchIndex, documents_of, load_index
+from structret.errors import StructretError
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What ``update_index`` did: vectors added and removed, and how many the index holds now."""
+
+    added: int
+    removed: int
+    count: int
+
+
+def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = None, remove: Sequence[str] = (),
+                 split: str | None = None, batch_size: int = 32, verify: bool = True,
+                 show_progress: bool = True) -> UpdateResult:
+    """Remove ids from, then add documents to, the index saved at ``path``, atomically.
+
+    ``add``: the output folder of ``structret encode`` (vectors made by the index's model), or a
+    ``FORMAT:PATH`` dataset spec (read with ``split``) whose documents the index's recorded model
+    encodes. ``remove``: ids the index holds; removing and adding the same id replaces its
+    document. Removing needs an index kind with ``remove`` (flat, usearch). The updated index,
+    texts and checksums are written beside the old one and swapped in with one rename, so an
+    interrupted update leaves the previous index whole; two updates of one index at once keep
+    only the last one's changes.
+    """
+    remove = [str(i) for i in remove]
+    if add is None and not remove:
+        raise StructretError("update_index: nothing to do; give add= (an encode folder or FORMAT:PATH), remove= "
+                             "ids, or both.")
+    found = load_index(path, verify=verify)
+    try:
+        _update(found, path, add, remove, split, batch_size, verify, show_progress)
+    finally:
+        close = getattr(found.index, "close", None)
+        if close is not None:
+            close()
+    last = found.meta["updates"][-1]
+    return UpdateResult(last["added"], last["removed"], len(found))
+
+
+def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
+    from structret.artifacts import atomic_dir
+    from structret.contracts import optional
+    from structret.indexing import IndexInputError
+
+    if remove and optional("index", found.index, "remove") is None:
+        raise StructretError(
+            f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
+            f"that can (flat, usearch; 'structret plugins --kind index'), or rebuild it without those documents."
+        )
+    ids, vectors, texts = _to_add(found, path, add, split, batch_size, verify, show_progress) if add is not None \
+        else ([], None, None)
+    if ids and found.lexical is not None and (texts is None or any(t is None for t in texts)):
+        raise StructretError(f"the index at {path} is hybrid: its lexical side needs every added document's text, "
+                             f"and {add} has none for some; add a FORMAT:PATH dataset, or an encode folder with "
+                             f"texts.")
+    if remove:
+        found.index.remove(remove)  # checks every id first: an unknown one raises and changes nothing
+        if found.texts is not None:
+            for i in remove:
+                found.texts.pop(i, None)
+    if ids:
+        try:
+            found.index.add(ids, vectors)
+        except IndexInputError as exc:
+            raise IndexInputError(f"{add}: {exc} To replace a document, also --remove its id.") from None
+        if found.texts is not None and texts is not None:
+            found.texts.update(zip(ids, texts))
+    if found.lexical is not None:
+        # BM25's statistics (document frequencies, mean length) cover the whole corpus: refit it
+        lexical = found.meta["lexical"]
+        found.add_lexical(lexical["retriever"], lexical.get("fusion"), **(lexical.get("options") or {}))
+        found.meta["lexical"] = {**lexical, **found.meta["lexical"]}  # what else it recorded (the tuning) stays
+    update = {"added": len(ids), "removed": len(remove), "source": str(add) if add is not None else None}
+    found.meta["updates"] = [*(found.meta.get("updates") or []), update]
+    with atomic_dir(path) as staged:  # the old index stays in place until the new one is whole
+        found.save(staged)
+
+
+def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
+    """(ids, vectors, texts or None) of what ``add`` names, made by the index's model."""
+    from structret.artifacts import META_FILE
+    from structret.indexing import check_same_model
+
+    if os.path.isdir(add) and (os.path.isfile(os.path.join(add, META_FILE))
+                               or any(name.startswith("shard-") for name in os.listdir(add))):
+        import numpy as np
+
+        from structret.embeddings import collect_parts, read_index_texts
+
+        parts = collect_parts([add], verify=verify)
+        check_same_model(path, found.meta.get("model"), parts[0].meta.get("model"))
+        ids = [i for part in parts for i in part.ids()]
+        vectors = np.concatenate([np.asarray(part.vectors()) for part in parts])
+        by_id = {i: t for part in parts for i, t in read_index_texts(part.path, verify=verify)[0].items()}
+        return ids, vectors, [by_id.get(i) for i in ids] if by_id else None
+    if isinstance(add, os.PathLike) or ":" not in str(add):
+        raise StructretError(f"cannot add {add}: give the output folder of 'structret encode' or a FORMAT:PATH "
+                             f"dataset spec (e.g. codesearchnet:new.jsonl.gz).")
+    model = found.model  # the index's own model, checked against its metadata
+    dataset = documents_of(str(add), split)
+    ids = list(dataset.corpus)
+    texts = [model.text(r, "document") for r in dataset.corpus.values()]
+    vectors = model.backbone.encode(texts, kind="document", batch_size=batch_size, show_progress=show_progress)
+    return ids, vectors, texts
