@@ -21,3 +21,11 @@ class BM25(Options):
     """Lowercase every token before matching."""
     split_identifiers: bool = True
     """Also index the camelCase / snake_case parts of identifiers (readInput -> read, input)."""
+
+
+class BM25Fields(BM25):
+    """Options of ``bm25-fields``: bm25's, applied to every field, and the fields' weights."""
+
+    weights: str = "name:1,signature:0.5,calls:0,comments:0.25,body:1"
+    """FIELD:WEIGHT pairs over name, signature, calls, comments, body; score = sum of weight x the field's BM25.
+    The default scored best on the six-language corpus' validation split (benchmarks/tune_fields.py)."""

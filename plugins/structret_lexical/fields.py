@@ -1,0 +1,174 @@
+"""BM25 per field of a function: its name, signature, the names it calls, its comments and
+strings, and its whole text, each an index of its own, scores added with a weight per field.
+
+A query that names what a function does ("read the config file") matches the function's
+name and the names it calls more tellingly than a word somewhere in its body; one BM25
+over the whole text weighs them alike. Per-field BM25 with weighted sums is the simple form
+of BM25F (Robertson et al., 2004: "Simple BM25 extension to multiple weighted fields") that
+Pyserini's and Lucene's multi-field queries use. Fields are read from the code's text with
+patterns that hold across C-like languages, Python and Ruby (no parser: a retriever sees
+text), so a field can come out empty, and then adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from structret_lexical.bm25 import BM25Retriever, _top
+
+FIELDS = ("name", "signature", "calls", "comments", "body")
+OPTIONS_FILE = "fields.json"
+
+_CALL = re.compile(r"([A-Za-z_$][\w$]*)\s*\(")
+# words before "(" that are not a function's name
+_KEYWORDS = frozenset(
+    "if for while switch catch return func function def fn sub elif elsif unless until with new typeof sizeof "
+    "assert print await yield lambda super this self public private protected static final async".split())
+_DEF = re.compile(r"\b(?:def|func|function|fn|sub)\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$?!]*)")
+# JavaScript's `name: function (...)`, `const name = (...) =>`, `obj.name = function`
+_ASSIGNED = re.compile(r"^(?:(?:const|let|var)\s+)?([A-Za-z_$][\w$.]*)\s*[:=]\s*(?:async\s+)?(?:function\b|\()")
+_COMMENTS = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|/\*[\s\S]*?\*/|//[^\n]*|#[^\n]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''
+    r"|`[^`]*`")
+
+
+def _first_line(code: str) -> str:
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("@", "#", "//", "/*", "*")):
+            return stripped
+    return ""
+
+
+def split_fields(code: str) -> dict[str, str]:
+    """The fields of one function's text (each may be empty)."""
+    head = _first_line(code)
+    found = _DEF.search(head) or _ASSIGNED.search(head)
+    name = found.group(1).rpartition(".")[2] if found else next(
+        (m.group(1) for m in _CALL.finditer(head) if m.group(1) not in _KEYWORDS), "")
+    rest = code[code.find(head) + len(head):] if head else code
+    calls = [m.group(1) for m in _CALL.finditer(rest) if m.group(1) not in _KEYWORDS]
+    comments = [m.group(0).strip("\"'`#/* \n") for m in _COMMENTS.finditer(rest)]
+    return {"name": name, "signature": head, "calls": " ".join(calls), "comments": " ".join(comments),
+            "body": code}
+
+
+def parse_weights(text: str | dict) -> dict[str, float]:
+    """``"name:2,calls:1,body:1"`` (or a dict) as {field: weight}; fields left out weigh 0."""
+    if isinstance(text, dict):
+        pairs = list(text.items())
+    else:
+        pairs = []
+        for item in filter(None, (part.strip() for part in str(text).split(","))):
+            field, colon, weight = item.partition(":")
+            if not colon:
+                raise ValueError(f"bm25-fields: {item!r} is not FIELD:WEIGHT (e.g. name:2,body:1)")
+            pairs.append((field.strip(), weight))
+    weights = {}
+    for field, weight in pairs:
+        if field not in FIELDS:
+            raise ValueError(f"bm25-fields: unknown field {field!r}; the fields are {', '.join(FIELDS)}")
+        try:
+            weights[field] = float(weight)
+        except (TypeError, ValueError):
+            raise ValueError(f"bm25-fields: the weight of {field} must be a number, not {weight!r}") from None
+        if weights[field] < 0:
+            raise ValueError(f"bm25-fields: the weight of {field} must be >= 0, not {weights[field]}")
+    if not any(weights.values()):
+        raise ValueError("bm25-fields: every field weighs 0; give at least one a positive weight")
+    return weights
+
+
+class FieldBM25Retriever:
+    """One BM25 (structret_lexical.bm25, identifiers split) per field; score = sum of weight x field score."""
+
+    def __init__(self, *, weights: str | dict = "name:1,signature:0.5,calls:0,comments:0.25,body:1", k1: float = 1.5,
+                 b: float = 0.75, method: str = "lucene", stopwords: str | list[str] | None = "en",
+                 lowercase: bool = True, split_identifiers: bool = True):
+        self.weights = parse_weights(weights)
+        # every field's BM25 reads text alike (structret_lexical.bm25's options)
+        self._bm25_options = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
+                              "split_identifiers": split_identifiers}
+        self._fields: dict[str, BM25Retriever | None] = {}
+        self._n_docs = 0
+
+    def settings(self) -> str:
+        probe = BM25Retriever(**self._bm25_options)
+        weights = ", ".join(f"{f} {w:g}" for f, w in self.weights.items() if w)
+        return f"BM25 per field, weights {weights}; each: {probe.settings()}"
+
+    def fit(self, docs: Sequence[str]) -> None:
+        if isinstance(docs, str):
+            raise TypeError("bm25-fields: fit() takes a sequence of documents, not a single string")
+        docs = list(docs)
+        if not docs:
+            raise ValueError("bm25-fields: cannot index an empty corpus; fit() needs at least one document")
+        split = [split_fields(doc) for doc in docs]
+        self._fields = {}
+        for field, weight in self.weights.items():
+            if not weight:
+                continue
+            retriever = BM25Retriever(**self._bm25_options)
+            try:
+                retriever.fit([parts[field] for parts in split])
+            except ValueError:  # no document has a word in this field: it adds nothing
+                retriever = None
+            self._fields[field] = retriever
+        self._n_docs = len(docs)
+
+    def __len__(self) -> int:
+        return self._n_docs
+
+    def field_scores(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Each weighted field's unweighted scores [len(queries), n] (zeros for a field with no words)."""
+        if not self._n_docs:
+            raise RuntimeError("bm25-fields: call fit(docs) before scoring or searching")
+        width = self._n_docs if doc_indices is None else len(doc_indices)
+        return {field: (retriever.score(queries, doc_indices) if retriever is not None
+                        else np.zeros((len(queries), width), dtype=np.float32))
+                for field, retriever in self._fields.items()}
+
+    def score(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> np.ndarray:
+        if isinstance(queries, str):
+            raise TypeError("bm25-fields: score() takes a sequence of queries, not a single string")
+        scores = self.field_scores(queries, doc_indices)
+        return sum(self.weights[field] * rows for field, rows in scores.items()).astype(np.float32)
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k per query: scores [nq, k'] best first and document indices, k' = min(k, n)."""
+        if k < 1:
+            raise ValueError(f"bm25-fields: k must be at least 1, not {k}")
+        rows = self.score(queries)
+        k = min(k, self._n_docs)
+        top = np.stack([_top(row, k) for row in rows]) if len(rows) else np.empty((0, k), dtype=np.int64)
+        return np.take_along_axis(rows, top, axis=1), top
+
+    def save(self, directory: str | os.PathLike) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for field, retriever in self._fields.items():
+            if retriever is not None:
+                retriever.save(directory / field)
+        saved = {"weights": self.weights, "options": self._bm25_options, "documents": self._n_docs,
+                 "empty": [f for f, r in self._fields.items() if r is None]}
+        (directory / OPTIONS_FILE).write_text(json.dumps(saved), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "FieldBM25Retriever":
+        directory = Path(directory)
+        try:
+            saved = json.loads((directory / OPTIONS_FILE).read_text(encoding="utf-8"))
+            retriever = cls(weights=saved["weights"], **saved["options"])
+            retriever._fields = {field: None if field in saved["empty"] else BM25Retriever.load(directory / field)
+                                 for field, weight in retriever.weights.items() if weight}
+            retriever._n_docs = int(saved["documents"])
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bm25-fields: {directory} does not hold a saved index ({type(exc).__name__}: {exc}); "
+                             f"rebuild it") from None
+        return retriever
