@@ -376,7 +376,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
 @click.option("--fusion", metavar="METHOD:WEIGHT",
               help="With --lexical: how the sides fuse, zscore/minmax/rrf and the lexical weight in [0, 1] "
-                   "(default zscore:0.2). Example: --fusion minmax:0.3")
+                   "(default zscore:0.3). Example: --fusion minmax:0.3")
 @click.option("--tune", "tune_split", metavar="SPLIT",
               help="With --lexical: choose the fusion on this split of --data by its protocol's first measure "
                    "(recorded in the index). Example: --data codesearchnet:go.jsonl.gz --split test --tune valid")
@@ -762,7 +762,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
               help="Reader option for every dataset, repeatable (e.g. --data-option limit=2000).")
 @click.option("--system", "-s", "systems", multiple=True,
               help="A retriever, a backbone, a run directory of 'structret train', or LEXICAL+DENSE fused "
-                   "(bm25+minilm, bm25+runs/sda); repeatable (default: bm25, minilm and bm25+minilm). "
+                   "(bm25+minilm, bm25+runs/sda); repeatable (default: bm25, minilm, bm25+minilm, bm25-fields+minilm). "
                    "Example: --system bm25 --system runs/sda --system bm25+runs/sda")
 @click.option("--recipe", "-r", "recipes", multiple=True,
               help="Train this recipe (preset or .toml) on each --data's train split and add it as a row; repeatable. "
@@ -805,7 +805,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
                    "same model kept in STRUCTRET_CACHE/vectors. Example: structret bench --no-vector-cache")
 @click.option("--fusion", metavar="METHOD:WEIGHT",
               help="How hybrid systems fuse: zscore, minmax or rrf, and the lexical side's weight in [0, 1] "
-                   "(default zscore:0.2; ',depth=N' candidates per side, ',k=N' for rrf). Example: --fusion rrf:0.5")
+                   "(default zscore:0.3; ',depth=N' candidates per side, ',k=N' for rrf). Example: --fusion rrf:0.5")
 @click.option("--tune", "tune_split", metavar="SPLIT",
               help="Choose each hybrid's fusion on this split of --data (every method x weight, by the first "
                    "measure), then score --split once with it. Example: --data codesearchnet:go --tune valid")
@@ -815,7 +815,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
 
     With no options: mines the installed Python standard library into CodeSearchNet rows
     (once, cached in STRUCTRET_CACHE or ~/.cache/structret), indexes the functions it keeps (4,732
-    for Python 3.11) with BM25 and with the bundled all-MiniLM-L6-v2, and scores their docstrings as
+    for Python 3.11) with BM25, with the bundled all-MiniLM-L6-v2 and with both fused (bm25+minilm;
+    bm25-fields+minilm, BM25 per field of a function), and scores their docstrings as
     queries. Almost all of the first run's time is MiniLM encoding the functions; the
     vectors are kept (STRUCTRET_CACHE/vectors, under a hash of the model's weights and
     settings), so a second run encodes only texts it has not seen. Measured on 2 cores
@@ -905,7 +906,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
 
     from structret.bench import default_dataset, run_bench
 
-    systems = list(systems) or ["bm25", "minilm", "bm25+minilm"]
+    systems = list(systems) or ["bm25", "minilm", "bm25+minilm", "bm25-fields+minilm"]
     _preflight(data=data, data_options=data_options, systems=systems)
     fusion_spec = _fusion(fusion)
     if tune_split and not data:

@@ -42,7 +42,7 @@ class Fusion:
 
     method: str = "zscore"
     # chosen on the six-language corpus' validation split (docs/results.md, "Hybrid retrieval")
-    weight: float = 0.2
+    weight: float = 0.3
     depth: int = 1000
     k: int = 60
 
