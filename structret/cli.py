@@ -140,7 +140,10 @@ def _options_text(registry, name, kind=None):
               help="Processes mining in parallel; the output is the same bytes for any number.")
 @click.option("--chunk-files", default=64, show_default=True, type=click.IntRange(min=1),
               help="Files per shard: the unit of work of a worker, and what an interrupted run redoes at most.")
-def mine(src, language, out, repo, exclude, workers, chunk_files):
+@click.option("--structure-pairs", is_flag=True,
+              help="Also keep functions without a docstring, with a query from their structure: the comment "
+                   "opening the body, else the name's words and parameters (the row's pair_kind says which).")
+def mine(src, language, out, repo, exclude, workers, chunk_files, structure_pairs):
     """Turn a source tree into a CodeSearchNet-format corpus.
 
     Applies CodeSearchNet's rules (query = first docstring paragraph; drops short
@@ -156,12 +159,13 @@ def mine(src, language, out, repo, exclude, workers, chunk_files):
       structret mine /usr/lib/python3.11 --language python --out stdlib.jsonl.gz
       structret mine ~/src/big-tree --language java --workers 8 --out big.jsonl.gz   # Ctrl-C, re-run: resumes
       structret bench --data codesearchnet:stdlib.jsonl.gz --split test
+      structret mine ~/src/project --language go --structure-pairs --out train.jsonl.gz   # + undocumented code
     """
     get_registry().get("miner", language)  # unknown language: error before walking the tree
     from structret.mining import DEFAULT_EXCLUDE, mine as run_mine
 
     report = run_mine(src, language, out, repo=repo, exclude=tuple(DEFAULT_EXCLUDE) + exclude, workers=workers,
-                      chunk_files=chunk_files)
+                      chunk_files=chunk_files, structure_pairs=structure_pairs)
     click.echo(report.summary())
 
 
@@ -654,6 +658,46 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
     encoder = _model(backbone, model, backbone_options).backbone
     report = mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
                             batch_size=batch_size, filter=parsed, judge=judge)
+    click.echo(report.summary())
+
+
+@cli.command("filter-pairs")
+@_apply(_data_options)
+@click.option("--teacher", default="minilm", show_default=True,
+              help="The model that judges each pair: a backbone name or a run directory of 'structret train'.")
+@click.option("--top-k", "k", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Keep a pair if its query ranks its own code within this many of the pool.")
+@click.option("--within", type=click.Choice(["language", "all"]), default="language", show_default=True,
+              help="The pool a query ranks: the training functions of its own language, or all of them.")
+@click.option("--batch-size", default=32, show_default=True)
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
+              help="CodeSearchNet rows of the kept pairs (.jsonl.gz); the counts go beside it as NAME.report.json.")
+def filter_pairs(data, split, data_options, teacher, k, within, batch_size, out):
+    """Keep only the training pairs whose query finds its own code (consistency filtering).
+
+    A teacher (zero-shot MiniLM by default) ranks, for every (docstring, code) pair of
+    --split, its training pool by the docstring; the pair is kept if its own code is in the
+    top --top-k. Drops docstrings that do not describe their code (CodeRankEmbed / CoRNStack's
+    filter). Writes the kept pairs as CodeSearchNet rows with partition = --split, and how
+    many were kept and dropped per language (printed and in NAME.report.json). Teacher
+    vectors are kept in STRUCTRET_CACHE/vectors, so a second k costs no encoding.
+
+    \b
+    Example:
+      structret filter-pairs --data "codesearchnet:corpus/*.jsonl.gz" --split train --top-k 20 --out train-k20.jsonl.gz
+      structret train --recipe minilm-code --data codesearchnet:train-k20.jsonl.gz --out runs/sda-k20
+    """
+    from structret.artifacts import cache_dir
+    from structret.consistency import filter_pairs as run
+    from structret.retrieval import DenseRetriever, make_retriever
+
+    split = split or "train"
+    _preflight(data=[data], data_options=data_options, systems=[teacher])
+    dataset = _read(data, split, data_options, need=("documents", "queries"))
+    judge = make_retriever(teacher, batch_size=batch_size, cache=cache_dir())
+    if not isinstance(judge, DenseRetriever):
+        raise click.UsageError(f"--teacher {teacher} is not a dense model; give a backbone or a run directory")
+    report = run(judge, dataset, out, k=k, within=within, teacher=teacher, partition=split)
     click.echo(report.summary())
 
 

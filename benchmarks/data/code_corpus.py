@@ -305,7 +305,7 @@ class PackageResult:
 
 
 def mine_package(source: Source, language: str, split: str, tree: Path, out: Path,
-                 exclude: tuple[str, ...]) -> PackageResult:
+                 exclude: tuple[str, ...], structure_pairs: bool = False) -> PackageResult:
     """Mine ``tree`` into ``out`` with every row in ``split``; reuse ``out`` if already mined."""
     from structret.mining import DEFAULT_EXCLUDE, mine
 
@@ -317,7 +317,7 @@ def mine_package(source: Source, language: str, split: str, tree: Path, out: Pat
     out.parent.mkdir(parents=True, exist_ok=True)
     shares = tuple(1.0 if s == split else 0.0 for s in SPLITS)  # the whole package in one split
     report = mine(tree, language, out, repo=source.name, splits=shares,
-                  exclude=tuple(DEFAULT_EXCLUDE) + exclude, show_progress=False)
+                  exclude=tuple(DEFAULT_EXCLUDE) + exclude, show_progress=False, structure_pairs=structure_pairs)
     result = PackageResult(report.files_seen, dict(report.files_skipped), report.functions_found, report.kept,
                            dict(report.dropped))
     sidecar.write_text(json.dumps({**result.__dict__, "exclude": list(exclude)}))
@@ -386,6 +386,31 @@ def build_language(language: str, splits: dict[str, list[Source]], reserved: dic
     return rows
 
 
+def build_structure_train(language: str, splits: dict[str, list[Source]], reserved: dict[str, set[str]], cache: Path,
+                          corpus_dir: Path, out_file: Path) -> Counter:
+    """``out_file``: the language's train packages mined again with ``structure_pairs`` (the
+    docstring rows plus rows from functions without one, ``pair_kind`` set), minus any code
+    that is also in the corpus' valid or test split. Returns the rows written by kind."""
+    exclude = vendored_dirs(reserved, language)
+    parts = []
+    for source in splits["train"]:
+        folder = fetch(source, cache / "downloads")
+        tree = unpack(source, folder, cache / "src" / language / source.slug)
+        part = cache / "mined-structure" / language / "train" / f"{source.slug}.jsonl.gz"
+        mine_package(source, language, "train", tree, part, exclude, structure_pairs=True)
+        parts.append(part)
+    held_out: set[bytes] = set()
+    for split in ("valid", "test"):
+        with gzip.open(corpus_dir / language / f"{split}.jsonl.gz", "rt", encoding="utf-8") as f:
+            held_out.update(hashlib.sha1(json.loads(line)["code"].encode("utf-8")).digest() for line in f)
+    merge_split(parts, out_file, "train", held_out)
+    kinds: Counter = Counter()
+    with gzip.open(out_file, "rt", encoding="utf-8") as f:
+        for line in f:
+            kinds[json.loads(line).get("pair_kind", "docstring")] += 1
+    return kinds
+
+
 def combine(language: str, corpus_dir: Path, out_file: Path, caps: dict[str, int | None]) -> dict[str, int]:
     """One file of a language's three splits (each row keeps its partition), valid and test cut to
     ``caps`` rows chosen by the sha1 of each function's url: the same rows on every machine, the
@@ -423,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--combined", metavar="DIR",
                         help="Also write DIR/LANG.jsonl.gz: every train row, valid and test cut to --valid-cap and "
                              "--test-cap rows (chosen by url hash); what the santa-ablation runs read.")
+    parser.add_argument("--structure-pairs", metavar="DIR",
+                        help="Also write DIR/LANG.jsonl.gz: the train packages mined again with --structure-pairs "
+                             "(docstring rows + rows from undocumented functions), no code of valid or test.")
     parser.add_argument("--valid-cap", type=int, default=300)
     parser.add_argument("--test-cap", type=int, default=500)
     args = parser.parse_args(argv)
@@ -467,6 +495,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for split, packages, kept, dups in rows:
             print(f"{language:<11} {split:<6} {packages:>8} {kept:>7} {dups:>7}  {out_dir / language / f'{split}.jsonl.gz'}")
+    if args.structure_pairs:
+        for language, rows in table.items():
+            if rows is not None:
+                kinds = build_structure_train(language, sources[language], reserved, cache, out_dir,
+                                              Path(args.structure_pairs) / f"{language}.jsonl.gz")
+                print(f"structure pairs {language}: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     if args.combined:
         caps = {"train": None, "valid": args.valid_cap, "test": args.test_cap}
         for language, rows in table.items():

@@ -128,6 +128,55 @@ def drop_rule(
     return None
 
 
+# Training pairs from functions without a docstring (``structret mine --structure-pairs``), by kind.
+PAIR_LEADING_COMMENT = "leading-comment"  # the comment opening the body -> the code without it
+PAIR_NAME_SIGNATURE = "name-signature"  # the name's words and the parameters -> the body
+_IDENTIFIER_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_LINE_COMMENT = re.compile(r"^\s*(?:#|//+|--)\s?(.*)$")
+
+
+def name_words(name: str) -> list[str]:
+    """``Repo.resetHomeDir`` -> [repo, reset, home, dir]; ``read_file`` -> [read, file]."""
+    return [part.lower() for part in _IDENTIFIER_PART.findall(name)]
+
+
+def structure_pair(fn: MinedFunction) -> tuple[str, str, str] | None:
+    """(kind, query, document) for a function that has no docstring, from its own structure,
+    or None when it gives no usable query (CodeRetriever's unimodal pairs, issue 27):
+
+    * ``leading-comment``: the body opens with a line comment of 3+ tokens: that comment is
+      the query, the code without that line the document;
+    * ``name-signature``: else, the words of its (class and) name, 2 or more, with its
+      parameter list as the query, and the body without the signature line as the document.
+
+    The document must keep CodeSearchNet's 3 non-empty lines.
+    """
+    lines = fn.code.splitlines()
+    if len(lines) < 2:
+        return None
+    for i, line in enumerate(lines[1:], 1):
+        if not line.strip():
+            continue
+        comment = _LINE_COMMENT.match(line)
+        if comment and len(tokenize_docstring(comment.group(1))) >= MIN_DOCSTRING_TOKENS:
+            return _pair(PAIR_LEADING_COMMENT, comment.group(1).strip(), lines[:i] + lines[i + 1:])
+        break
+    words = name_words(fn.func_name)
+    if len(words) < 2:
+        return None
+    head = lines[0]
+    opened, closed = head.find("("), head.rfind(")")
+    params = head[opened + 1:closed].strip() if 0 <= opened < closed else ""
+    query = " ".join(words) + (f" ({params})" if params else "")
+    return _pair(PAIR_NAME_SIGNATURE, query, lines[1:])
+
+
+def _pair(kind: str, query: str, document: list[str]) -> tuple[str, str, str] | None:
+    if sum(1 for line in document if line.strip()) < MIN_CODE_LINES:
+        return None
+    return kind, query, "\n".join(document)
+
+
 def check_splits(splits: Sequence[float]) -> tuple[float, float, float]:
     """``splits`` as three floats for train, valid and test; a clear error unless they are shares of 1."""
     values = tuple(float(s) for s in splits)

@@ -48,6 +48,8 @@ class MineReport:
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
     by_split: Counter = field(default_factory=Counter)
+    # kept rows whose query came from a function's structure (--structure-pairs), by pair kind
+    structure: Counter = field(default_factory=Counter)
     workers: int = 1
     shards: int = 0
     shards_reused: int = 0  # finished by an interrupted run, not mined again
@@ -81,6 +83,9 @@ class MineReport:
         for rule in RULES:
             if self.dropped[rule]:
                 lines.append(f"    dropped, {rule}: {self.dropped[rule]}")
+        if self.structure:
+            lines.append(f"    of the kept, from functions without a docstring (--structure-pairs): "
+                         + ", ".join(f"{kind} {n}" for kind, n in sorted(self.structure.items())))
         lines.append("  kept by split: " + ", ".join(f"{s} {self.by_split[s]}" for s in SPLIT_NAMES))
         shards = (f"  {self.shards} shard{'s' if self.shards != 1 else ''}, "
                   f"{self.workers} worker process{'es' if self.workers > 1 else ''}")
@@ -112,6 +117,7 @@ def mine(
     show_progress: bool = True,
     workers: int = 1,
     chunk_files: int = DEFAULT_CHUNK_FILES,
+    structure_pairs: bool = False,
 ) -> MineReport:
     """Mine every ``language`` file under ``src`` into a CodeSearchNet jsonl(.gz) at ``out``.
 
@@ -124,6 +130,10 @@ def mine(
     that was interrupted leaves its finished shards behind, and the same call again
     mines only the others. Duplicates are dropped while merging, so ``out`` is the same
     bytes for any ``workers`` and ``chunk_files``.
+
+    ``structure_pairs``: a function without a docstring that passes the other rules becomes a
+    row too, its query taken from its structure (``rules.structure_pair``: a leading comment,
+    or its name's words and parameters) and recorded in the row's ``pair_kind``.
     """
     from tqdm import tqdm  # only a mining run pays for it
 
@@ -151,7 +161,7 @@ def mine(
     files = list(source_files(root, extensions, frozenset(exclude)))
     report.files_seen = len(files)
     job = Job(root=str(root), language=language, repo=repo, sha=git_head(root), splits=splits,
-              standard_methods=standard_methods)
+              standard_methods=standard_methods, structure_pairs=bool(structure_pairs))
     shard_dir = out_path.with_name(out_path.name + SHARDS_SUFFIX)
     shards = plan_shards(job, files, int(chunk_files), shard_dir)
     report.shards = len(shards)
@@ -201,3 +211,5 @@ def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO
         sink.write(json.dumps(row, ensure_ascii=False) + "\n")
         report.kept += 1
         report.by_split[row["partition"]] += 1
+        if "pair_kind" in row:
+            report.structure[row["pair_kind"]] += 1

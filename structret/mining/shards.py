@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from structret.errors import DataError, StructretError
-from structret.mining.rules import Miner, docstring_summary, drop_rule, partition_of, tokenize_docstring
+from structret.mining.rules import (
+    RULE_NO_DOC,
+    Miner,
+    docstring_summary,
+    drop_rule,
+    partition_of,
+    structure_pair,
+    tokenize_docstring,
+)
 from structret.mining.sources import read_source
 
 # Mining writes shards of DEFAULT_CHUNK_FILES files to OUT + SHARDS_SUFFIX; each shard's
@@ -44,6 +52,7 @@ class Job:
     sha: str
     splits: tuple[float, float, float]
     standard_methods: frozenset[str]
+    structure_pairs: bool = False  # rows from functions without a docstring (rules.structure_pair)
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,8 @@ def plan_shards(job: Job, files: list[Path], chunk_files: int, shard_dir: Path) 
         code_version = version("structret")
     except Exception:  # running from a source tree that was never installed
         code_version = "unknown"
-    settings = json.dumps([_SHARD_FORMAT, code_version, job.root, job.language, job.repo, job.sha, job.splits])
+    settings = json.dumps([_SHARD_FORMAT, code_version, job.root, job.language, job.repo, job.sha, job.splits]
+                          + ([True] if job.structure_pairs else []))
     shards = []
     for n, start in enumerate(range(0, len(files), chunk_files)):
         chunk = files[start : start + chunk_files]
@@ -208,6 +218,11 @@ def _mine_file(job: Job, rel: str, miner: Miner) -> dict:
     for fn in functions:
         summary_tokens = tokenize_docstring(docstring_summary(fn.docstring))
         rule = drop_rule(fn, summary_tokens, job.standard_methods)
+        if rule == RULE_NO_DOC and job.structure_pairs:
+            pair = structure_pair(fn)
+            if pair is not None:
+                rows.append(_structure_row(job, rel, partition, fn, file, *pair))
+                continue
         if rule is not None:
             dropped[rule] += 1
             continue
@@ -226,6 +241,15 @@ def _mine_file(job: Job, rel: str, miner: Miner) -> dict:
             "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}",
         })
     return {"path": rel, "found": len(functions), "dropped": dropped, "rows": rows}
+
+
+def _structure_row(job: Job, rel: str, partition: str, fn: Any, file: Path, kind: str, query: str,
+                   code: str) -> dict:
+    """A row whose query comes from the function's structure; ``pair_kind`` says how."""
+    return {"repo": job.repo, "path": rel, "func_name": fn.func_name, "original_string": fn.original_string,
+            "language": job.language, "code": code, "code_tokens": fn.code_tokens, "docstring": "",
+            "docstring_tokens": tokenize_docstring(query), "sha": job.sha, "partition": partition,
+            "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}", "pair_kind": kind}
 
 
 def read_shard(job: Job, shard: Shard, miner: Miner, notes: list[str]) -> list[dict]:
