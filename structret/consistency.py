@@ -55,6 +55,8 @@ def own_ranks(retriever: Any, dataset: Dataset, *, within: str = "language", chu
     document among the pool (its language's documents, or all), 1 + #{others scoring >= it}."""
     import numpy as np
 
+    from structret.retrieval import DenseRetriever
+
     if within not in ("language", "all"):
         raise StructretError(f"within must be 'language' or 'all', not {within!r}.")
     if not dataset.pairs:
@@ -68,6 +70,8 @@ def own_ranks(retriever: Any, dataset: Dataset, *, within: str = "language", chu
         doc_ids = list(dict.fromkeys(d for _, d in pairs))
         position = {d: i for i, d in enumerate(doc_ids)}
         retriever.fit([dataset.corpus[d].text() for d in doc_ids])
+        if isinstance(retriever, DenseRetriever):  # every query under one progress bar, not one per chunk
+            retriever.encode_queries([dataset.queries[q].text for q, _ in pairs])
         for start in range(0, len(pairs), chunk):
             part = pairs[start:start + chunk]
             scores = np.asarray(retriever.score([dataset.queries[q].text for q, _ in part]))

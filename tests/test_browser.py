@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -274,3 +275,35 @@ def test_a_user_searches_sees_the_top_hit_with_entities_then_a_blank_query_shows
         page.close()
     for png in (results_png, error_png):
         _assert_png(png)
+
+
+@pytest.mark.slow
+def test_a_hybrid_index_marks_which_side_found_each_hit(browser, tmp_path):
+    """The page over a hybrid index (MiniLM + BM25 over the json package): a badge per side that
+    listed each hit, and the ranking the Python API gives."""
+    from structret.mining import mine
+
+    data = tmp_path / "json.jsonl.gz"
+    mine(Path(json.__file__).parent, "python", data, show_progress=False)
+    model = structret.load_model("minilm")
+    index = structret.build_index(model, f"codesearchnet:{data}", lexical="bm25", show_progress=False)
+    index.save(tmp_path / "idx")
+    query = "raw_decode a JSON document"
+    expected = index.search(model, query, k=5)
+    given = os.environ.get("STRUCTRET_SCREENSHOTS")
+    png = (Path(given) if given else tmp_path) / "serve-hybrid.png"
+    with running_server(tmp_path / "idx", tmp_path / "server.log") as base:
+        page = browser.new_page(viewport=VIEWPORT)
+        try:
+            page.goto(base + "?" + urllib.parse.urlencode({"q": query, "k": 5}))
+            assert "fused with bm25 (zscore:" in page.locator("#about").inner_text()
+            hits = page.locator("ol.hits > li.hit")
+            assert [hits.nth(i).locator(".hit-id").inner_text() for i in range(5)] == [h.id for h in expected]
+            for i, hit in enumerate(expected):
+                badges = hits.nth(i).locator(".side").all_inner_texts()
+                assert badges == list(hit.sources) and badges
+                assert hits.nth(i).locator(".side").first.is_visible()
+            page.screenshot(path=str(png), full_page=True)
+        finally:
+            page.close()
+    _assert_png(png)
