@@ -90,11 +90,12 @@ class BenchResult:
 
 def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
               limit: int | None = None, show_progress: bool = True, vector_cache: bool = True,
-              fusion: Any = None, tune: Dataset | None = None) -> BenchResult:
+              fusion: Any = None, tune: Dataset | None = None, tune_measure: str | None = None) -> BenchResult:
     """Each system built by name, then fitted and scored with the protocol of the dataset's task.
     ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them.
     Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse), or by the
-    fusion that scores best on ``tune`` (a validation split of the same data), recorded in the row."""
+    fusion that scores best on ``tune`` (a validation split of the same data) by ``tune_measure``
+    (default: the protocol's first measure, ties broken by the next), recorded in the row."""
     from structret.evaluation import tune_fusion
     from structret.fusion import parse
     from structret.retrieval import DenseRetriever, HybridRetriever, make_retriever
@@ -109,7 +110,7 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
         if isinstance(retriever, HybridRetriever):
             retriever.fusion = parse(fusion)
             if tune is not None:
-                tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress)
+                tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress, measure=tune_measure)
                 tuning["split"] = tune.name
                 print(f"{system}: {tuning['fusion']} scored best on {tune.name} ({tuning['measure']} "
                       f"{100 * tuning['scores'][tuning['fusion']]:.2f})", file=sys.stderr)

@@ -384,8 +384,11 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--tune", "tune_split", metavar="SPLIT",
               help="With --lexical: choose the fusion on this split of --data by its protocol's first measure "
                    "(recorded in the index). Example: --data codesearchnet:go.jsonl.gz --split test --tune valid")
+@click.option("--tune-measure", metavar="MEASURE",
+              help="With --tune: choose by this measure of the data's protocol (default: its first). "
+                   "Example: --tune valid --tune-measure nDCG@50")
 def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
-          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split):
+          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure):
     """Build a vector index from a dataset or from encoded embeddings, or update one.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
@@ -420,6 +423,8 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
         raise click.UsageError("--fusion and --tune choose how a lexical side fuses; add --lexical bm25")
     if fusion and tune_split:
         raise click.UsageError("give --fusion or --tune, not both")
+    if tune_measure and not tune_split:
+        raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
     if lexical and (embeddings or add is not None or remove):
         raise click.UsageError("--lexical builds a hybrid index from --data (an update keeps the index's own lexical "
                                "side); --embeddings carry no texts to index")
@@ -459,7 +464,7 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
         from structret.api import tune_fusion
 
         tuned = tune_fusion(encoder, _read(data, tune_split, data_options, need=("documents", "queries")),
-                            split=tune_split, lexical=lexical, batch_size=batch_size)
+                            split=tune_split, lexical=lexical, batch_size=batch_size, measure=tune_measure)
         fusion_spec = tuned["fusion"]
         click.echo(f"fusion {fusion_spec} scored best on the {tune_split} split ({tuned['measure']} "
                    f"{100 * tuned['scores'][fusion_spec]:.2f} over {tuned['queries']} queries)", err=True)
@@ -853,8 +858,11 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--tune", "tune_split", metavar="SPLIT",
               help="Choose each hybrid's fusion on this split of --data (every method x weight, by the first "
                    "measure), then score --split once with it. Example: --data codesearchnet:go --tune valid")
+@click.option("--tune-measure", metavar="MEASURE",
+              help="With --tune: choose by this column of the table (default: the first; ties go to the next). "
+                   "Example: --tune valid --tune-measure nDCG@50")
 def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, data_root,
-          row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split):
+          row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split, tune_measure):
     """Score retrieval systems on datasets and print one table.
 
     With no options: mines the installed Python standard library into CodeSearchNet rows
@@ -904,6 +912,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
     """
     from structret.data import parse_options
 
+    if tune_measure and not tune_split:
+        raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
     if (fusion or tune_split) and (suite or recipes or data_root):
         raise click.UsageError("--fusion and --tune go with --system tables (hybrid systems such as bm25+minilm)")
     if suite == "coir" or data_root:
@@ -965,7 +975,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         dataset = _read(data[0], split or "test", data_options, need=("documents", "queries"))
     tune = _read(data[0], tune_split, data_options, need=("documents", "queries")) if tune_split else None
     result = run_bench(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
-                       fusion=fusion_spec, tune=tune)
+                       fusion=fusion_spec, tune=tune, tune_measure=tune_measure)
     click.echo(result.markdown())
     if json_out:
         result.write_json(json_out)

@@ -208,14 +208,16 @@ def grid() -> list[Fusion]:
     return [Fusion(method, weight) for method in METHODS for weight in WEIGHTS]
 
 
-def tune(score: Callable[[Fusion], float], candidates: Sequence[Fusion] | None = None,
+def tune(score: Callable[[Fusion], float | tuple[float, ...]], candidates: Sequence[Fusion] | None = None,
          ) -> tuple[Fusion, dict[str, float]]:
-    """The candidate with the highest ``score(fusion)`` (on validation data; the first of equal
-    ones), and every candidate's score by spec."""
+    """The candidate with the highest ``score(fusion)`` (on validation data), and every
+    candidate's score by spec. A score may be a tuple (the selection measure, then the measures
+    that break its ties); the first of equal candidates wins, and NaN ranks last."""
     candidates = list(candidates or grid())
-    scores = {}
+    keys = {}
     for fusion in candidates:
-        value = float(score(fusion))
-        scores[fusion.spec] = value
-    best = max(candidates, key=lambda f: -math.inf if math.isnan(scores[f.spec]) else scores[f.spec])
-    return best, scores
+        value = score(fusion)
+        values = tuple(value) if isinstance(value, tuple) else (value,)
+        keys[fusion.spec] = tuple(-math.inf if math.isnan(float(v)) else float(v) for v in values)
+    best = max(candidates, key=lambda f: keys[f.spec])
+    return best, {spec: key[0] for spec, key in keys.items()}

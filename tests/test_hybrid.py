@@ -113,6 +113,14 @@ def test_tune_keeps_the_best_and_every_score():
     assert len(scores) == 24 and scores["minmax:0.25"] == 0
 
 
+def test_tune_breaks_ties_of_a_saturated_measure_with_the_next():
+    # a recall at 100 for every candidate: the second measure decides, the first is what is reported
+    best, scores = tune(lambda f: (1.0, -abs(f.weight - 0.4) - (f.method != "zscore")))
+    assert best == Fusion("zscore", 0.4) and set(scores.values()) == {1.0}
+    best, _ = tune(lambda f: (math.nan if f.method == "zscore" else f.weight))
+    assert best == Fusion("minmax", 0.5)  # NaN ranks last
+
+
 # --- as a system ----------------------------------------------------------------------------
 
 

@@ -37,10 +37,11 @@ def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "te
 
 
 def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid", lexical: str = "bm25",
-                limit: int | None = None, batch_size: int = 32, show_progress: bool = True) -> dict[str, Any]:
+                limit: int | None = None, batch_size: int = 32, show_progress: bool = True,
+                measure: str | None = None) -> dict[str, Any]:
     """Choose how ``lexical`` fuses with ``model`` (structret.fusion) on ``data``'s ``split`` --
-    validation data, never what you report -- by the first measure of its protocol: every
-    method x weight of ``structret.fusion.grid()``. Returns ``{"fusion": spec, "measure",
+    validation data, never what you report -- by ``measure`` (default: the protocol's first,
+    ties broken by the next): every method x weight of ``structret.fusion.grid()``. Returns ``{"fusion": spec, "measure",
     "scores": {spec: value}, "queries"}``; pass ``result["fusion"]`` to ``build_index(...,
     lexical=lexical, fusion=...)``."""
     from structret.evaluation import tune_fusion as tune
@@ -51,7 +52,7 @@ def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid
     dense = DenseRetriever(model.backbone, batch_size=batch_size, show_progress=show_progress,
                            text_format=model.text_format)
     hybrid = HybridRetriever(get_registry().create("retriever", lexical), dense)
-    result = tune(hybrid, dataset, limit=limit, show_progress=show_progress)
+    result = tune(hybrid, dataset, limit=limit, show_progress=show_progress, measure=measure)
     result["split"] = split
     return result
 

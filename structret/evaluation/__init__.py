@@ -130,12 +130,13 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
 
 
 def tune_fusion(retriever: Any, dataset: Dataset, *, limit: int | None = None, show_progress: bool = True,
-                candidates: Any = None) -> dict[str, Any]:
+                candidates: Any = None, measure: str | None = None) -> dict[str, Any]:
     """Choose a hybrid retriever's fusion (structret.fusion) on ``dataset`` -- a validation
-    split, never the test split that is reported -- by the first column of its protocol, and
-    set it on the retriever.
+    split, never the test split that is reported -- and set it on the retriever.
 
-    The retriever is fitted on ``dataset``'s documents and each side scores every query once;
+    Selection is by ``measure`` (default: the protocol's first column), ties broken by the
+    columns after it (a recall saturated at 100 then leaves the choice to nDCG). The
+    retriever is fitted on ``dataset``'s documents and each side scores every query once;
     each candidate fusion then re-ranks those scores. Returns ``{"fusion": spec, "measure":
     column, "scores": {spec: value}, "queries": n}``; fit the retriever on the test documents
     afterwards, as ``structret bench --tune`` does.
@@ -143,18 +144,22 @@ def tune_fusion(retriever: Any, dataset: Dataset, *, limit: int | None = None, s
     from structret.fusion import tune
 
     protocol = make_protocol(dataset, limit)
-    column = protocol.columns[0]
+    columns = list(protocol.columns)
+    if measure is not None and measure not in columns:
+        raise EvaluationError(f"cannot tune on {measure!r}: the '{protocol.name}' protocol measures "
+                              f"{', '.join(columns)}.")
+    order = columns[columns.index(measure or columns[0]):] + columns[:columns.index(measure or columns[0])]
     retriever.remember_rows(True)
     try:
         evaluate_retriever(protocol, retriever, "tuning", announce=show_progress)
 
-        def score(fusion) -> float:
+        def score(fusion) -> tuple[float, ...]:
             retriever.fusion = fusion
-            value = protocol.evaluate(retriever)[column]
-            return math.nan if value is None else float(value)
+            row = protocol.evaluate(retriever)
+            return tuple(math.nan if row[c] is None else float(row[c]) for c in order)
 
         best, scores = tune(score, candidates)
     finally:
         retriever.remember_rows(False)
     retriever.fusion = best
-    return {"fusion": best.spec, "measure": column, "scores": scores, "queries": protocol.sizes.get("queries")}
+    return {"fusion": best.spec, "measure": order[0], "scores": scores, "queries": protocol.sizes.get("queries")}
