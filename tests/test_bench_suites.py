@@ -389,3 +389,35 @@ def test_seeds_with_only_untrained_rows_evaluate_once(cache, train_calls, tiny_b
     assert train_calls == [] and len(runner.evaluated) == 2
     assert all("per_seed" not in r for r in table.rows)
     assert "over 3 seeds (no row here trains)" in table.caption
+
+
+def test_a_hybrid_row_fuses_the_rows_model_and_is_cached_by_it(tmp_path, cache, train_calls, tiny_bert_dir,
+                                                              fresh_registry):
+    path = tmp_path / "three-splits.jsonl.gz"
+    rng = random.Random(1)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i in range(48):
+            f.write(json.dumps(_function(rng, i, "train" if i < 24 else "valid" if i < 36 else "test")) + "\n")
+    csn = f"codesearchnet:{path}"
+    settings = {"model": str(tiny_bert_dir), "max_steps": "2", "batch_size": "4", "query_max_len": "16",
+                "passage_max_len": "32"}
+    suite = load_suite("code-hybrid")
+    assert [r.lexical for r in suite.rows] == ["", "bm25-fields", "", "bm25-fields"]
+
+    def table(runner):
+        return suite_table(suite, [f"code={csn}"], settings=settings, backbone="hf-encoder", runner=runner)
+
+    runner = Runner(show_progress=False)
+    first = table(runner)
+    values = {r["label"]: r["values"]["code|MRR"] for r in first.rows}
+    assert all(v is not None for v in values.values())
+    assert len(train_calls) == 1  # the two SDA rows share one run: the hybrid only adds a lexical side
+    # the hybrid rows evaluated as LEXICAL+MODEL, each cached under its model's identity
+    hybrid = [s for s in runner.evaluated if s.startswith("bm25-fields+")]
+    assert len(set(hybrid)) == 2 and any(Path(s.partition("+")[2]).exists() for s in hybrid)  # valid and test each
+    identity = runner.system_identity(hybrid[-1], {"fusion": "zscore:0.4"})
+    assert identity["lexical"] == "bm25-fields" and identity["fusion"] == "zscore:0.4"
+    assert "final" in identity["dense"] or "model_dir" in identity["dense"] or "run" in identity["dense"]
+    again = Runner(show_progress=False)
+    table(again)
+    assert len(train_calls) == 1 and not again.evaluated  # all reused

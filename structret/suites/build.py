@@ -32,7 +32,7 @@ def _measure(runner: Runner, cell: Cell, data: DataSpec, seeds: int, split: str 
         system, options = runner.build(dataclasses.replace(cell, seed_offset=offset), data)
         results.append(runner.evaluate(system, options, data, split))
         if seeds > 1 and cell.trained:
-            results[-1] = {**results[-1], "seed": runner.seeds.get(system)}
+            results[-1] = {**results[-1], "seed": runner.seeds.get(system.partition("+")[2] if cell.lexical else system)}
     return results
 
 
@@ -218,7 +218,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
                 "backbone_options": overrides.get("backbone_options", "")}
         init = row.init if final_backbone == (resolve_recipe(recipe_name).backbone if recipe_name else None) else ""
         cell = Cell(recipe=recipe_name, finetune=row.finetune.get(d.key, ""), overrides=overrides, base=base,
-                    init=init)
+                    init=init, lexical=row.lexical, fusion=row.fusion)
         # a variant changes the pretraining (a row without one: its only training)
         variants = [(v.label, dataclasses.replace(cell, pretrain=dict(v.set)) if recipe_name
                      else dataclasses.replace(cell, overrides={**overrides, **v.set})) for v in row.variants]

@@ -97,6 +97,8 @@ class Cell:
     init: str = ""
     system: str = ""                                          # a retriever/backbone/run dir given as is
     seed_offset: int = 0                                      # each trained recipe runs with its seed + this
+    lexical: str = ""                                         # fused with the cell's model: LEXICAL+model
+    fusion: str = ""                                          # how they fuse (structret.fusion spec; "": default)
 
     @property
     def trained(self) -> bool:
@@ -178,6 +180,12 @@ class Runner:
         from structret.retrieval import resolve_system
 
         get_registry().check("dataset", parse_data_spec(data.spec)[0])
+        if cell.lexical:
+            get_registry().check("retriever", cell.lexical)
+            if cell.fusion:
+                from structret.fusion import parse
+
+                parse(cell.fusion)
         if cell.system:
             resolve_system(cell.system)
             return
@@ -189,7 +197,14 @@ class Runner:
             get_registry().check("backbone", cell.base["backbone"], _as_options(cell.base.get("backbone_options")))
 
     def build(self, cell: Cell, data: DataSpec) -> tuple[str, dict[str, Any]]:
-        """(system for make_retriever, its options); trains what the cell asks for."""
+        """(system for make_retriever, its options); trains what the cell asks for. A cell with
+        ``lexical`` is that retriever fused with the cell's model (``fusion`` among the options)."""
+        system, options = self._build(cell, data)
+        if not cell.lexical:
+            return system, options
+        return f"{cell.lexical}+{system}", {**options, "fusion": cell.fusion or None}
+
+    def _build(self, cell: Cell, data: DataSpec) -> tuple[str, dict[str, Any]]:
         from structret.recipes import resolve_recipe, run_plugins
 
         if cell.system:
@@ -224,6 +239,13 @@ class Runner:
     # evaluation
 
     def system_identity(self, system: str, options: dict[str, Any]) -> dict[str, Any]:
+        lexical, plus, dense = system.partition("+")
+        if plus and not Path(system).exists() and "fusion" in options:  # a hybrid cell: its model's identity
+            from structret.fusion import parse
+
+            rest = {k: v for k, v in options.items() if k != "fusion"}
+            return {"lexical": lexical, "fusion": parse(options["fusion"]).spec,
+                    "dense": self.system_identity(dense, rest)}
         path = Path(system)
         recipe_file = path / "recipe.toml"
         if recipe_file.is_file():
