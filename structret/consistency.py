@@ -38,8 +38,8 @@ class ConsistencyReport:
     out: str = ""
 
     def summary(self) -> str:
-        lines = [f"kept the pairs whose query ranks its own code in the top {self.k} of its "
-                 f"{'language' if self.within == 'language' else 'whole'} training pool under {self.teacher}:"]
+        pool = "its language's training pool" if self.within == "language" else "the whole training pool"
+        lines = [f"kept the pairs whose query ranks its own code in the top {self.k} of {pool} under {self.teacher}:"]
         for language in sorted(set(self.kept) | set(self.dropped)):
             kept, dropped = self.kept.get(language, 0), self.dropped.get(language, 0)
             total = kept + dropped
