@@ -35,6 +35,9 @@ class ConsistencyReport:
     kept: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
     pool: dict[str, int] = field(default_factory=dict)  # documents each language's queries were ranked against
+    # by where the query came from: docstring, or a --structure-pairs kind
+    kept_by_kind: dict[str, int] = field(default_factory=dict)
+    dropped_by_kind: dict[str, int] = field(default_factory=dict)
     out: str = ""
 
     def summary(self) -> str:
@@ -45,6 +48,10 @@ class ConsistencyReport:
             total = kept + dropped
             lines.append(f"  {language or '(no language)'}: {kept} of {total} kept, {dropped} dropped "
                          f"({100 * dropped / max(total, 1):.1f}%), pool {self.pool.get(language, 0)}")
+        if set(self.kept_by_kind) | set(self.dropped_by_kind) != {"docstring"}:
+            for kind in sorted(set(self.kept_by_kind) | set(self.dropped_by_kind)):
+                kept, dropped = self.kept_by_kind.get(kind, 0), self.dropped_by_kind.get(kind, 0)
+                lines.append(f"  queries from {kind}: {kept} of {kept + dropped} kept")
         kept, dropped = sum(self.kept.values()), sum(self.dropped.values())
         lines.append(f"  all: {kept} of {kept + dropped} kept; wrote {self.out}")
         return "\n".join(lines)
@@ -96,19 +103,23 @@ def filter_pairs(retriever: Any, dataset: Dataset, out: str | os.PathLike, *, k:
     report = ConsistencyReport(teacher=teacher, k=k, within=within, out=str(out))
     report.pool = dict(Counter(_language(dataset.corpus[d]) if within == "language" else "" for _, d in
                                dict.fromkeys(dataset.pairs)))
-    kept, dropped = Counter(), Counter()
+    kept, dropped, kept_kind, dropped_kind = Counter(), Counter(), Counter(), Counter()
     partial = f"{out}.{os.getpid()}.part"
     with gzip.open(partial, "wt", encoding="utf-8") as f:
         for qid, did in dataset.pairs:
             record = dataset.corpus[did]
             language = _language(record)
+            kind = getattr(record, "pair_kind", "") or "docstring"
             if ranks[qid] > k:
                 dropped[language] += 1
+                dropped_kind[kind] += 1
                 continue
             kept[language] += 1
+            kept_kind[kind] += 1
             f.write(json.dumps(_row(record, dataset.queries[qid].text, partition, ranks[qid]), ensure_ascii=False) + "\n")
     os.replace(partial, out)
     report.kept, report.dropped = dict(kept), dict(dropped)
+    report.kept_by_kind, report.dropped_by_kind = dict(kept_kind), dict(dropped_kind)
     with open(report_path(out), "w", encoding="utf-8") as f:
         json.dump(asdict(report), f, indent=1)
     return report
@@ -129,4 +140,4 @@ def _row(record: Any, query: str, partition: str, rank: int) -> dict[str, Any]:
             "func_name": getattr(record, "func_name", ""), "language": _language(record), "code": record.text(),
             "code_tokens": getattr(record, "code_tokens", None) or [], "docstring": getattr(record, "docstring", ""),
             "docstring_tokens": tokens, "url": getattr(record, "url", "") or record.id, "partition": partition,
-            "teacher_rank": rank}
+            "teacher_rank": rank} | ({"pair_kind": record.pair_kind} if getattr(record, "pair_kind", "") else {})

@@ -21,6 +21,8 @@ class CodeRecord:
     url: str = ""
     code_tokens: list[str] = field(default_factory=list)
     docstring_tokens: list[str] = field(default_factory=list)
+    # where the query came from when not a docstring: structret mine --structure-pairs' pair_kind
+    pair_kind: str = ""
 
     def text(self) -> str:
         return self.code

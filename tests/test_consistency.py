@@ -84,3 +84,21 @@ def test_the_command_filters_with_a_dense_teacher(tmp_path, monkeypatch):
     refused = CliRunner().invoke(cli, ["filter-pairs", "--data", f"codesearchnet:{data}", "--teacher", "bm25",
                                        "--out", str(out)])
     assert refused.exit_code == 2 and "not a dense model" in refused.output
+
+
+def test_the_pair_kind_survives_the_filter_and_is_counted(tmp_path, fresh_registry):
+    path = write_rows(tmp_path / "rows.jsonl.gz")
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    rows[0]["pair_kind"] = "name-signature"
+    rows[2]["pair_kind"] = "leading-comment"
+    with gzip.open(path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    dataset = load_dataset(f"codesearchnet:{path}", split="train")
+    assert dataset.corpus["u0"].pair_kind == "name-signature" and dataset.corpus["u1"].pair_kind == ""
+    out = tmp_path / "kept.jsonl.gz"
+    report = filter_pairs(bm25(), dataset, out, k=1)
+    assert report.kept_by_kind == {"name-signature": 1, "docstring": 3}
+    assert report.dropped_by_kind == {"leading-comment": 1, "docstring": 1}
+    assert load_dataset(f"codesearchnet:{out}", split="train").corpus["u0"].pair_kind == "name-signature"
+    assert "queries from leading-comment: 0 of 1 kept" in report.summary()

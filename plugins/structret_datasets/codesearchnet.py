@@ -155,6 +155,7 @@ def read(path: str, *, split: str | None = None, language: str | None = None,
                     url=url,
                     code_tokens=get_tokens(row, "code_tokens"),
                     docstring_tokens=docstring_tokens,
+                    pair_kind=get_str(row, "pair_kind"),
                 )
             except BadRow as bad:
                 record_skip(stats, where, bad)
