@@ -102,6 +102,17 @@ class DenseRetriever:
         return self.encode_queries(queries) @ docs.T
 
 
+class _TwoReadings(str):
+    """A document as the dense side reads it (the string) and as the lexical side does (``lexical``)."""
+
+    lexical: str
+
+    def __new__(cls, dense: str, lexical: str) -> "_TwoReadings":
+        made = super().__new__(cls, dense)
+        made.lexical = lexical
+        return made
+
+
 class HybridRetriever:
     """A lexical retriever and a dense one fused per query (structret.fusion): both index the
     same documents, read as the dense side reads them (a run's text format, if it has one)."""
@@ -117,7 +128,11 @@ class HybridRetriever:
         self._rows: dict[str, tuple[Any, Any]] | None = None
 
     def format_document(self, record: Any) -> str:
-        return self.dense.format_document(record)
+        text = self.dense.format_document(record)
+        own = optional("retriever", self.lexical, "format_document")
+        # a lexical side that reads records its own way (an item's aspects as fields) gets its
+        # reading beside the dense one: the protocol hands fit() one text per document
+        return _TwoReadings(text, own(record)) if callable(own) else text
 
     def format_query(self, query: Any) -> str:
         return self.dense.format_query(query)
@@ -129,8 +144,8 @@ class HybridRetriever:
 
     def fit(self, docs: Sequence[str]) -> None:
         docs = list(docs)
-        self.lexical.fit(docs)
-        self.dense.fit(docs)
+        self.lexical.fit([getattr(d, "lexical", d) for d in docs])
+        self.dense.fit([str(d) for d in docs])  # str() of a str subclass is the plain text
         self._rows = {} if self._rows is not None else None
 
     def encode_queries(self, queries: Sequence[str]):

@@ -1,5 +1,7 @@
 """bm25-fields: a function's fields read from its text, one BM25 each, weighted; saved and loaded."""
 
+import json
+
 import numpy as np
 import pytest
 from structret_lexical.fields import FieldBM25Retriever, parse_weights, split_fields
@@ -83,3 +85,38 @@ def test_hybrid_with_fields_in_an_index(tmp_path):
     hits = loaded.search("kilo then lima", k=3)
     assert [h.id for h in hits] == [h.id for h in index.search("kilo then lima", k=3)]
     assert loaded.meta["lexical"]["retriever"] == "bm25-fields"
+
+
+def test_item_fields_read_title_content_and_each_aspect(tmp_path):
+    from structret_lexical.fields import ItemFieldBM25Retriever, parse_item_weights
+
+    from structret.records import CodeRecord, ItemRecord
+
+    items = [ItemRecord("a", title="vim", content="a text editor", aspects={"use": ["editing"], "role": ["program"]}),
+             ItemRecord("b", title="gimp", content="an image editor", aspects={"use": ["viewing"], "role": ["program"]})]
+    retriever = ItemFieldBM25Retriever(weights="content:1,aspect.use:2")
+    texts = [retriever.format_document(i) for i in items]
+    retriever.fit(texts)
+    assert set(retriever._fields) == {"content", "aspect.use"}
+    scores = retriever.score(["editing tool"])[0]
+    assert scores[0] > scores[1] == 0  # "editing" is only in a's use aspect
+    assert retriever.score(["image"])[0].argmax() == 1
+    retriever.save(tmp_path / "i")
+    assert np.array_equal(ItemFieldBM25Retriever.load(tmp_path / "i").score(["editing"]), retriever.score(["editing"]))
+    code = retriever.format_document(CodeRecord("c", "def f(): pass", "python"))
+    assert json.loads(code) == {"content": "def f(): pass"}
+    assert parse_item_weights("title:2,aspects:0.5") == {"title": 2.0, "aspects": 0.5}
+    with pytest.raises(ValueError, match="unknown field 'brand'"):
+        parse_item_weights("brand:1")
+
+
+def test_a_hybrid_gives_the_lexical_side_its_own_reading_of_items(fresh_registry):
+    from structret.records import ItemRecord
+    from structret.retrieval import make_retriever
+
+    hybrid = make_retriever("bm25-item-fields+minilm", show_progress=False)
+    item = ItemRecord("a", title="vim", content="a text editor", aspects={"use": ["editing"]})
+    text = hybrid.format_document(item)
+    assert str(text) == item.text() and json.loads(text.lexical)["aspects"] == {"use": "editing"}
+    hybrid.fit([text, hybrid.format_document(ItemRecord("b", title="gimp", content="an image editor"))])
+    assert hybrid.score(["editing"])[0].argmax() == 0

@@ -172,3 +172,123 @@ class FieldBM25Retriever:
             raise ValueError(f"bm25-fields: {directory} does not hold a saved index ({type(exc).__name__}: {exc}); "
                              f"rebuild it") from None
         return retriever
+
+
+ITEM_FIELDS = ("title", "content", "aspects")
+
+
+class ItemFieldBM25Retriever(FieldBM25Retriever):
+    """BM25 per field of a catalog item: its title, its content and each of its aspects (brand,
+    color, Debian's section and debtags facets, ...), weighted; the products' bm25-fields.
+
+    It reads records itself (``format_document``), so in a hybrid the aspects reach BM25 even
+    when the dense side reads the content alone. Weights: ``title``, ``content``, ``aspects``
+    (every aspect not named) and ``aspect.NAME`` for one aspect.
+    """
+
+    def __init__(self, *, weights: str | dict = "title:0.25,content:3,aspects:0,aspect.section:0.5",
+                 k1: float = 1.5, b: float = 0.75, method: str = "lucene", stopwords: str | list[str] | None = "en",
+                 lowercase: bool = True, split_identifiers: bool = True):
+        super().__init__(weights={"body": 1.0}, k1=k1, b=b, method=method, stopwords=stopwords,
+                         lowercase=lowercase, split_identifiers=split_identifiers)
+        self.weights = parse_item_weights(weights)
+
+    def format_document(self, record) -> str:
+        """The record's fields as JSON: what ``fit`` reads (a record without aspects: its text as content)."""
+        if not hasattr(record, "content"):  # not an item: all of it is content
+            return json.dumps({"content": record.text()}, ensure_ascii=False)
+        aspects = {name: " ".join(map(str, values)) if isinstance(values, (list, tuple)) else str(values)
+                   for name, values in (getattr(record, "aspects", None) or {}).items()}
+        return json.dumps({"title": record.title or "", "content": record.content or "", "aspects": aspects},
+                          ensure_ascii=False)
+
+    def settings(self) -> str:
+        probe = BM25Retriever(**self._bm25_options)
+        weights = ", ".join(f"{f} {w:g}" for f, w in self.weights.items() if w)
+        return f"BM25 per item field, weights {weights}; each: {probe.settings()}"
+
+    def _weight(self, field: str) -> float:
+        if field in self.weights:
+            return self.weights[field]
+        return self.weights.get("aspects", 0.0) if field.startswith("aspect.") else 0.0
+
+    def fit(self, docs: Sequence[str]) -> None:
+        if isinstance(docs, str):
+            raise TypeError("bm25-item-fields: fit() takes a sequence of documents, not a single string")
+        docs = list(docs)
+        if not docs:
+            raise ValueError("bm25-item-fields: cannot index an empty corpus; fit() needs at least one document")
+        parsed = [_item_fields(doc) for doc in docs]
+        names = ["title", "content", *sorted({f"aspect.{a}" for item in parsed for a in item["aspects"]})]
+        self._fields = {}
+        for field in names:
+            if not self._weight(field):
+                continue
+            texts = [item[field] if field in ("title", "content") else item["aspects"].get(field[7:], "")
+                     for item in parsed]
+            retriever = BM25Retriever(**self._bm25_options)
+            try:
+                retriever.fit(texts)
+            except ValueError:
+                retriever = None
+            self._fields[field] = retriever
+        self._n_docs = len(docs)
+
+    def score(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> np.ndarray:
+        if isinstance(queries, str):
+            raise TypeError("bm25-item-fields: score() takes a sequence of queries, not a single string")
+        scores = self.field_scores(queries, doc_indices)
+        return sum(self._weight(field) * rows for field, rows in scores.items()).astype(np.float32)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "ItemFieldBM25Retriever":
+        directory = Path(directory)
+        try:
+            saved = json.loads((directory / OPTIONS_FILE).read_text(encoding="utf-8"))
+            retriever = cls(weights=saved["weights"], **saved["options"])
+            retriever._fields = {field: None if field in saved["empty"] else BM25Retriever.load(directory / field)
+                                 for field in saved["fields"]}
+            retriever._n_docs = int(saved["documents"])
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bm25-item-fields: {directory} does not hold a saved index ({type(exc).__name__}: "
+                             f"{exc}); rebuild it") from None
+        return retriever
+
+    def save(self, directory: str | os.PathLike) -> None:
+        super().save(directory)
+        path = Path(directory) / OPTIONS_FILE
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved["fields"] = list(self._fields)
+        path.write_text(json.dumps(saved), encoding="utf-8")
+
+
+def _item_fields(doc: str) -> dict:
+    """What ``format_document`` wrote; any other text is taken as the content."""
+    try:
+        item = json.loads(doc)
+    except ValueError:
+        item = None
+    if not isinstance(item, dict):
+        return {"title": "", "content": doc, "aspects": {}}
+    return {"title": str(item.get("title") or ""), "content": str(item.get("content") or ""),
+            "aspects": {str(k): str(v) for k, v in (item.get("aspects") or {}).items()}}
+
+
+def parse_item_weights(text: str | dict) -> dict[str, float]:
+    """``"title:2,content:1,aspects:0.5,aspect.section:1"`` as {field: weight}."""
+    pairs = text.items() if isinstance(text, dict) else [
+        item.partition(":")[::2] for item in filter(None, (p.strip() for p in str(text).split(",")))]
+    weights = {}
+    for field, weight in pairs:
+        field = str(field).strip()
+        if field not in ITEM_FIELDS and not (field.startswith("aspect.") and len(field) > 7):
+            raise ValueError(f"bm25-item-fields: unknown field {field!r}; use title, content, aspects or aspect.NAME")
+        try:
+            weights[field] = float(weight)
+        except (TypeError, ValueError):
+            raise ValueError(f"bm25-item-fields: the weight of {field} must be a number, not {weight!r}") from None
+        if weights[field] < 0:
+            raise ValueError(f"bm25-item-fields: the weight of {field} must be >= 0, not {weights[field]}")
+    if not any(weights.values()):
+        raise ValueError("bm25-item-fields: every field weighs 0; give at least one a positive weight")
+    return weights

@@ -29,3 +29,11 @@ class BM25Fields(BM25):
     weights: str = "name:1,signature:0.5,calls:0,comments:0.25,body:1"
     """FIELD:WEIGHT pairs over name, signature, calls, comments, body; score = sum of weight x the field's BM25.
     The default scored best on the six-language corpus' validation split (benchmarks/tune_fields.py)."""
+
+
+class BM25ItemFields(BM25):
+    """Options of ``bm25-item-fields``: bm25's, applied to every field, and the fields' weights."""
+
+    weights: str = "title:0.25,content:3,aspects:0,aspect.section:0.5"
+    """FIELD:WEIGHT over title, content, aspects (every aspect not named) and aspect.NAME (one aspect). The
+    default scored best on the Debian catalog's open-half validation split (benchmarks/tune_fields.py)."""
