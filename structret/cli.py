@@ -236,6 +236,22 @@ _backbone_options = [
 ]
 
 
+def _fusion_options(which: str, after_tuning: str) -> list:
+    """--fusion, --tune and --tune-measure: how a hybrid fuses, or the split and measure that choose it."""
+    return [
+        click.option("--fusion", metavar="METHOD:WEIGHT",
+                     help=f"{which}: how the sides fuse, zscore, minmax or rrf, and the lexical side's weight in "
+                          "[0, 1] (default zscore:0.3; ',depth=N' candidates per side, ',k=N' for rrf). "
+                          "Example: --fusion minmax:0.3"),
+        click.option("--tune", "tune_split", metavar="SPLIT",
+                     help=f"{which}: choose the fusion on this split of --data, every method x weight, by the first "
+                          f"measure {after_tuning}. Example: --data codesearchnet:go.jsonl.gz --tune valid"),
+        click.option("--tune-measure", metavar="MEASURE",
+                     help="With --tune: choose by this measure (default: the first; ties go to the next). "
+                          "Example: --tune valid --tune-measure nDCG@50"),
+    ]
+
+
 def _apply(options):
     def decorate(f):
         for option in reversed(options):
@@ -378,15 +394,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--lexical", metavar="RETRIEVER",
               help="Also index the texts with this lexical retriever (bm25) and fuse it with the vectors in every "
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
-@click.option("--fusion", metavar="METHOD:WEIGHT",
-              help="With --lexical: how the sides fuse, zscore/minmax/rrf and the lexical weight in [0, 1] "
-                   "(default zscore:0.3). Example: --fusion minmax:0.3")
-@click.option("--tune", "tune_split", metavar="SPLIT",
-              help="With --lexical: choose the fusion on this split of --data by its protocol's first measure "
-                   "(recorded in the index). Example: --data codesearchnet:go.jsonl.gz --split test --tune valid")
-@click.option("--tune-measure", metavar="MEASURE",
-              help="With --tune: choose by this measure of the data's protocol (default: its first). "
-                   "Example: --tune valid --tune-measure nDCG@50")
+@_apply(_fusion_options("With --lexical", "(recorded in the index)"))
 def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
           index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure):
     """Build a vector index from a dataset or from encoded embeddings, or update one.
@@ -852,15 +860,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--no-vector-cache", "no_vector_cache", is_flag=True,
               help="With --system: encode every text again instead of reusing the vectors an earlier run of the "
                    "same model kept in STRUCTRET_CACHE/vectors. Example: structret bench --no-vector-cache")
-@click.option("--fusion", metavar="METHOD:WEIGHT",
-              help="How hybrid systems fuse: zscore, minmax or rrf, and the lexical side's weight in [0, 1] "
-                   "(default zscore:0.3; ',depth=N' candidates per side, ',k=N' for rrf). Example: --fusion rrf:0.5")
-@click.option("--tune", "tune_split", metavar="SPLIT",
-              help="Choose each hybrid's fusion on this split of --data (every method x weight, by the first "
-                   "measure), then score --split once with it. Example: --data codesearchnet:go --tune valid")
-@click.option("--tune-measure", metavar="MEASURE",
-              help="With --tune: choose by this column of the table (default: the first; ties go to the next). "
-                   "Example: --tune valid --tune-measure nDCG@50")
+@_apply(_fusion_options("For hybrid systems (bm25+minilm)", "(then --split is scored once with it)"))
 def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, data_root,
           row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split, tune_measure):
     """Score retrieval systems on datasets and print one table.

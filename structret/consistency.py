@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from structret.errors import StructretError
+from structret.negatives import report_path_for as report_path
 from structret.records import CodeRecord, Dataset
 
 
@@ -123,14 +124,6 @@ def filter_pairs(retriever: Any, dataset: Dataset, out: str | os.PathLike, *, k:
     with open(report_path(out), "w", encoding="utf-8") as f:
         json.dump(asdict(report), f, indent=1)
     return report
-
-
-def report_path(out: str | os.PathLike) -> str:
-    name = str(out)
-    for suffix in (".jsonl.gz", ".jsonl", ".gz"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)] + ".report.json"
-    return name + ".report.json"
 
 
 def _row(record: Any, query: str, partition: str, rank: int) -> dict[str, Any]:

@@ -106,7 +106,7 @@ def test_item_fields_read_title_content_and_each_aspect(tmp_path):
     code = retriever.format_document(CodeRecord("c", "def f(): pass", "python"))
     assert json.loads(code) == {"content": "def f(): pass"}
     assert parse_item_weights("title:2,aspects:0.5") == {"title": 2.0, "aspects": 0.5}
-    with pytest.raises(ValueError, match="unknown field 'brand'"):
+    with pytest.raises(ValueError, match="unknown field .brand.; the fields are title, content, aspects or aspect.NAME"):
         parse_item_weights("brand:1")
 
 

@@ -16,7 +16,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -59,8 +59,11 @@ def split_fields(code: str) -> dict[str, str]:
             "body": code}
 
 
-def parse_weights(text: str | dict) -> dict[str, float]:
-    """``"name:2,calls:1,body:1"`` (or a dict) as {field: weight}; fields left out weigh 0."""
+def parse_weights(text: str | dict, *, name: str = "bm25-fields",
+                  known: Callable[[str], bool] = FIELDS.__contains__, fields: str = ", ".join(FIELDS)
+                  ) -> dict[str, float]:
+    """``"name:2,calls:1,body:1"`` (or a dict) as {field: weight}; fields left out weigh 0.
+    ``known`` says which field names ``name`` (the retriever, for messages) has."""
     if isinstance(text, dict):
         pairs = list(text.items())
     else:
@@ -68,20 +71,20 @@ def parse_weights(text: str | dict) -> dict[str, float]:
         for item in filter(None, (part.strip() for part in str(text).split(","))):
             field, colon, weight = item.partition(":")
             if not colon:
-                raise ValueError(f"bm25-fields: {item!r} is not FIELD:WEIGHT (e.g. name:2,body:1)")
+                raise ValueError(f"{name}: {item!r} is not FIELD:WEIGHT (e.g. {fields.split(',')[0]}:2)")
             pairs.append((field.strip(), weight))
     weights = {}
     for field, weight in pairs:
-        if field not in FIELDS:
-            raise ValueError(f"bm25-fields: unknown field {field!r}; the fields are {', '.join(FIELDS)}")
+        if not known(field):
+            raise ValueError(f"{name}: unknown field {field!r}; the fields are {fields}")
         try:
             weights[field] = float(weight)
         except (TypeError, ValueError):
-            raise ValueError(f"bm25-fields: the weight of {field} must be a number, not {weight!r}") from None
+            raise ValueError(f"{name}: the weight of {field} must be a number, not {weight!r}") from None
         if weights[field] < 0:
-            raise ValueError(f"bm25-fields: the weight of {field} must be >= 0, not {weights[field]}")
+            raise ValueError(f"{name}: the weight of {field} must be >= 0, not {weights[field]}")
     if not any(weights.values()):
-        raise ValueError("bm25-fields: every field weighs 0; give at least one a positive weight")
+        raise ValueError(f"{name}: every field weighs 0; give at least one a positive weight")
     return weights
 
 
@@ -276,19 +279,5 @@ def _item_fields(doc: str) -> dict:
 
 def parse_item_weights(text: str | dict) -> dict[str, float]:
     """``"title:2,content:1,aspects:0.5,aspect.section:1"`` as {field: weight}."""
-    pairs = text.items() if isinstance(text, dict) else [
-        item.partition(":")[::2] for item in filter(None, (p.strip() for p in str(text).split(",")))]
-    weights = {}
-    for field, weight in pairs:
-        field = str(field).strip()
-        if field not in ITEM_FIELDS and not (field.startswith("aspect.") and len(field) > 7):
-            raise ValueError(f"bm25-item-fields: unknown field {field!r}; use title, content, aspects or aspect.NAME")
-        try:
-            weights[field] = float(weight)
-        except (TypeError, ValueError):
-            raise ValueError(f"bm25-item-fields: the weight of {field} must be a number, not {weight!r}") from None
-        if weights[field] < 0:
-            raise ValueError(f"bm25-item-fields: the weight of {field} must be >= 0, not {weights[field]}")
-    if not any(weights.values()):
-        raise ValueError("bm25-item-fields: every field weighs 0; give at least one a positive weight")
-    return weights
+    return parse_weights(text, name="bm25-item-fields", fields="title, content, aspects or aspect.NAME",
+                         known=lambda f: f in ITEM_FIELDS or (f.startswith("aspect.") and len(f) > 7))
