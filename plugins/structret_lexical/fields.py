@@ -89,37 +89,54 @@ def parse_weights(text: str | dict, *, name: str = "bm25-fields",
 
 
 class FieldBM25Retriever:
-    """One BM25 (structret_lexical.bm25, identifiers split) per field; score = sum of weight x field score."""
+    """One BM25 (structret_lexical.bm25, identifiers split) per field; score = sum of weight x field score.
+
+    A subclass for other documents says what their fields are (``_field_texts``) and how a
+    field's weight is found (``_weight``); fitting, scoring and saving are the same."""
+
+    name = "bm25-fields"
+    kind = "field"  # for settings(): "BM25 per field"
 
     def __init__(self, *, weights: str | dict = "name:1,signature:0.5,calls:0,comments:0.25,body:1", k1: float = 1.5,
                  b: float = 0.75, method: str = "lucene", stopwords: str | list[str] | None = "en",
                  lowercase: bool = True, split_identifiers: bool = True):
-        self.weights = parse_weights(weights)
+        self.weights = self._parse_weights(weights)
         # every field's BM25 reads text alike (structret_lexical.bm25's options)
         self._bm25_options = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
                               "split_identifiers": split_identifiers}
         self._fields: dict[str, BM25Retriever | None] = {}
         self._n_docs = 0
 
+    @staticmethod
+    def _parse_weights(text: str | dict) -> dict[str, float]:
+        return parse_weights(text)
+
+    def _weight(self, field: str) -> float:
+        return self.weights.get(field, 0.0)
+
+    def _field_texts(self, docs: list[str]) -> dict[str, list[str]]:
+        """Each field's text of every document, by field name."""
+        split = [split_fields(doc) for doc in docs]
+        return {field: [parts[field] for parts in split] for field in FIELDS}
+
     def settings(self) -> str:
         probe = BM25Retriever(**self._bm25_options)
         weights = ", ".join(f"{f} {w:g}" for f, w in self.weights.items() if w)
-        return f"BM25 per field, weights {weights}; each: {probe.settings()}"
+        return f"BM25 per {self.kind}, weights {weights}; each: {probe.settings()}"
 
     def fit(self, docs: Sequence[str]) -> None:
         if isinstance(docs, str):
-            raise TypeError("bm25-fields: fit() takes a sequence of documents, not a single string")
+            raise TypeError(f"{self.name}: fit() takes a sequence of documents, not a single string")
         docs = list(docs)
         if not docs:
-            raise ValueError("bm25-fields: cannot index an empty corpus; fit() needs at least one document")
-        split = [split_fields(doc) for doc in docs]
+            raise ValueError(f"{self.name}: cannot index an empty corpus; fit() needs at least one document")
         self._fields = {}
-        for field, weight in self.weights.items():
-            if not weight:
+        for field, texts in self._field_texts(docs).items():
+            if not self._weight(field):
                 continue
             retriever = BM25Retriever(**self._bm25_options)
             try:
-                retriever.fit([parts[field] for parts in split])
+                retriever.fit(texts)
             except ValueError:  # no document has a word in this field: it adds nothing
                 retriever = None
             self._fields[field] = retriever
@@ -131,7 +148,7 @@ class FieldBM25Retriever:
     def field_scores(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Each weighted field's unweighted scores [len(queries), n] (zeros for a field with no words)."""
         if not self._n_docs:
-            raise RuntimeError("bm25-fields: call fit(docs) before scoring or searching")
+            raise RuntimeError(f"{self.name}: call fit(docs) before scoring or searching")
         width = self._n_docs if doc_indices is None else len(doc_indices)
         return {field: (retriever.score(queries, doc_indices) if retriever is not None
                         else np.zeros((len(queries), width), dtype=np.float32))
@@ -139,14 +156,14 @@ class FieldBM25Retriever:
 
     def score(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> np.ndarray:
         if isinstance(queries, str):
-            raise TypeError("bm25-fields: score() takes a sequence of queries, not a single string")
+            raise TypeError(f"{self.name}: score() takes a sequence of queries, not a single string")
         scores = self.field_scores(queries, doc_indices)
-        return sum(self.weights[field] * rows for field, rows in scores.items()).astype(np.float32)
+        return sum(self._weight(field) * rows for field, rows in scores.items()).astype(np.float32)
 
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k per query: scores [nq, k'] best first and document indices, k' = min(k, n)."""
         if k < 1:
-            raise ValueError(f"bm25-fields: k must be at least 1, not {k}")
+            raise ValueError(f"{self.name}: k must be at least 1, not {k}")
         rows = self.score(queries)
         k = min(k, self._n_docs)
         top = np.stack([_top(row, k) for row in rows]) if len(rows) else np.empty((0, k), dtype=np.int64)
@@ -159,7 +176,7 @@ class FieldBM25Retriever:
             if retriever is not None:
                 retriever.save(directory / field)
         saved = {"weights": self.weights, "options": self._bm25_options, "documents": self._n_docs,
-                 "empty": [f for f, r in self._fields.items() if r is None]}
+                 "fields": list(self._fields), "empty": [f for f, r in self._fields.items() if r is None]}
         (directory / OPTIONS_FILE).write_text(json.dumps(saved), encoding="utf-8")
 
     @classmethod
@@ -169,10 +186,10 @@ class FieldBM25Retriever:
             saved = json.loads((directory / OPTIONS_FILE).read_text(encoding="utf-8"))
             retriever = cls(weights=saved["weights"], **saved["options"])
             retriever._fields = {field: None if field in saved["empty"] else BM25Retriever.load(directory / field)
-                                 for field, weight in retriever.weights.items() if weight}
+                                 for field in saved["fields"]}
             retriever._n_docs = int(saved["documents"])
         except (OSError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"bm25-fields: {directory} does not hold a saved index ({type(exc).__name__}: {exc}); "
+            raise ValueError(f"{cls.name}: {directory} does not hold a saved index ({type(exc).__name__}: {exc}); "
                              f"rebuild it") from None
         return retriever
 
@@ -189,15 +206,21 @@ class ItemFieldBM25Retriever(FieldBM25Retriever):
     (every aspect not named) and ``aspect.NAME`` for one aspect.
     """
 
+    name = "bm25-item-fields"
+    kind = "item field"
+
     def __init__(self, *, weights: str | dict = "title:0.25,content:3,aspects:0,aspect.section:0.5",
                  k1: float = 1.5, b: float = 0.75, method: str = "lucene", stopwords: str | list[str] | None = "en",
                  lowercase: bool = True, split_identifiers: bool = True):
-        super().__init__(weights={"body": 1.0}, k1=k1, b=b, method=method, stopwords=stopwords,
-                         lowercase=lowercase, split_identifiers=split_identifiers)
-        self.weights = parse_item_weights(weights)
+        super().__init__(weights=weights, k1=k1, b=b, method=method, stopwords=stopwords, lowercase=lowercase,
+                         split_identifiers=split_identifiers)
+
+    @staticmethod
+    def _parse_weights(text: str | dict) -> dict[str, float]:
+        return parse_item_weights(text)
 
     def format_document(self, record) -> str:
-        """The record's fields as JSON: what ``fit`` reads (a record without aspects: its text as content)."""
+        """The record's fields as JSON: what ``fit`` reads (a record that is not an item: its text as content)."""
         if not hasattr(record, "content"):  # not an item: all of it is content
             return json.dumps({"content": record.text()}, ensure_ascii=False)
         aspects = {name: " ".join(map(str, values)) if isinstance(values, (list, tuple)) else str(values)
@@ -205,64 +228,16 @@ class ItemFieldBM25Retriever(FieldBM25Retriever):
         return json.dumps({"title": record.title or "", "content": record.content or "", "aspects": aspects},
                           ensure_ascii=False)
 
-    def settings(self) -> str:
-        probe = BM25Retriever(**self._bm25_options)
-        weights = ", ".join(f"{f} {w:g}" for f, w in self.weights.items() if w)
-        return f"BM25 per item field, weights {weights}; each: {probe.settings()}"
-
     def _weight(self, field: str) -> float:
         if field in self.weights:
             return self.weights[field]
         return self.weights.get("aspects", 0.0) if field.startswith("aspect.") else 0.0
 
-    def fit(self, docs: Sequence[str]) -> None:
-        if isinstance(docs, str):
-            raise TypeError("bm25-item-fields: fit() takes a sequence of documents, not a single string")
-        docs = list(docs)
-        if not docs:
-            raise ValueError("bm25-item-fields: cannot index an empty corpus; fit() needs at least one document")
+    def _field_texts(self, docs: list[str]) -> dict[str, list[str]]:
         parsed = [_item_fields(doc) for doc in docs]
-        names = ["title", "content", *sorted({f"aspect.{a}" for item in parsed for a in item["aspects"]})]
-        self._fields = {}
-        for field in names:
-            if not self._weight(field):
-                continue
-            texts = [item[field] if field in ("title", "content") else item["aspects"].get(field[7:], "")
-                     for item in parsed]
-            retriever = BM25Retriever(**self._bm25_options)
-            try:
-                retriever.fit(texts)
-            except ValueError:
-                retriever = None
-            self._fields[field] = retriever
-        self._n_docs = len(docs)
-
-    def score(self, queries: Sequence[str], doc_indices: np.ndarray | None = None) -> np.ndarray:
-        if isinstance(queries, str):
-            raise TypeError("bm25-item-fields: score() takes a sequence of queries, not a single string")
-        scores = self.field_scores(queries, doc_indices)
-        return sum(self._weight(field) * rows for field, rows in scores.items()).astype(np.float32)
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike) -> "ItemFieldBM25Retriever":
-        directory = Path(directory)
-        try:
-            saved = json.loads((directory / OPTIONS_FILE).read_text(encoding="utf-8"))
-            retriever = cls(weights=saved["weights"], **saved["options"])
-            retriever._fields = {field: None if field in saved["empty"] else BM25Retriever.load(directory / field)
-                                 for field in saved["fields"]}
-            retriever._n_docs = int(saved["documents"])
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"bm25-item-fields: {directory} does not hold a saved index ({type(exc).__name__}: "
-                             f"{exc}); rebuild it") from None
-        return retriever
-
-    def save(self, directory: str | os.PathLike) -> None:
-        super().save(directory)
-        path = Path(directory) / OPTIONS_FILE
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        saved["fields"] = list(self._fields)
-        path.write_text(json.dumps(saved), encoding="utf-8")
+        aspects = sorted({a for item in parsed for a in item["aspects"]})
+        return {"title": [item["title"] for item in parsed], "content": [item["content"] for item in parsed],
+                **{f"aspect.{a}": [item["aspects"].get(a, "") for item in parsed] for a in aspects}}
 
 
 def _item_fields(doc: str) -> dict:
