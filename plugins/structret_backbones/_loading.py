@@ -9,11 +9,12 @@ ask the hub, and if that fails the error says where we looked and how to get the
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -30,27 +31,21 @@ _WINDOW = WINDOW  # module-level so tests can shrink it
 # "name" or "org/name", as the hub spells repository ids
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
-# "auto" (the default) means bf16 autocast where it measured faster than fp32 on this machine
-# (structret.precision: a flag saying bf16 exists is not enough; without it bf16 is emulated and
-# ~130x slower, docs/performance.md). "fp32"/"bf16" force a choice.
-DTYPES = {None: None, "auto": None, "fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+# "auto" (the default) means the precision that measured fastest on this model and CPU, its
+# vectors within cosine 0.999 of fp32's (structret.precision: a flag saying bf16 exists is not
+# enough; without it bf16 is emulated and ~18x slower, docs/performance.md). "bf16" is autocast,
+# "bf16-weights" encodes with a bfloat16 copy of the weights (training keeps the fp32 ones).
+DTYPES = {None: None, "auto": None, "fp32": None, "float32": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+          "bf16-weights": None}
 CPU_BF16_ENV = precision.CPU_BF16_ENV
 
 
-def faster_bf16(device: torch.device) -> bool:
-    """Whether bf16 autocast is the faster choice on ``device``."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        return precision.cpu_bf16()
-    return False
-
-
-def resolve_dtype(dtype: str | None, device: torch.device) -> str | None:
-    """The autocast dtype ``dtype`` means on ``device``: "auto" picks bf16 only where it is faster."""
-    if dtype == "auto":
-        return "bf16" if faster_bf16(device) else None
-    return dtype
+def model_shape(config: Any) -> str:
+    """What a precision timing depends on in a model: its architecture and sizes, not its weights."""
+    sizes = ("hidden_size", "d_model", "num_hidden_layers", "num_layers", "num_attention_heads", "num_heads",
+             "intermediate_size", "d_ff")
+    found = [f"{name}={getattr(config, name)}" for name in sizes if isinstance(getattr(config, name, None), int)]
+    return f"{getattr(config, 'model_type', '?')} {' '.join(found)}"
 
 
 class BackboneOptionError(StructretError, ValueError):
@@ -320,11 +315,14 @@ class TransformerBackbone:
         self.device = torch.device(device)
         self.model.to(self.device)
         self.normalize = normalize
-        self.dtype = resolve_dtype(dtype, self.device)
+        # "auto" is resolved on first use (the dtype property): the probe times this very model,
+        # after subclasses have added their parts (LoRA, aspect slots, informed heads)
+        self._dtype = dtype
+        self._bf16_copy: tuple[Any, torch.nn.Module] | None = None  # (weights' identity, copy): bf16-weights
         # torch.compile for encode(): measured 1.12x on MiniLM/CPU after ~35 s of compiling,
         # so it pays only on large corpora and stays opt-in
         self.compile = compile
-        self._compiled: Any = None
+        self._compiled: dict[int, Any] = {}  # per module compiled (the model, or its bf16 copy)
         self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
         self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
 
@@ -336,6 +334,59 @@ class TransformerBackbone:
 
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         raise NotImplementedError
+
+    @property
+    def dtype(self) -> str | None:
+        """The precision encode() runs in: None (fp32), "bf16" (autocast) or "bf16-weights"."""
+        if self._dtype == "auto":
+            self._dtype = self._auto_dtype()
+        return self._dtype
+
+    @dtype.setter
+    def dtype(self, value: str | None) -> None:
+        self._dtype = value
+
+    def _auto_dtype(self) -> str | None:
+        if self.device.type == "cuda":
+            return "bf16" if torch.cuda.is_bf16_supported() else None
+        if self.device.type != "cpu":
+            return None
+        chosen = precision.choose(self._probe, shape=model_shape(self.model.config), source=str(self.source))
+        return None if chosen == "fp32" else chosen
+
+    def _probe(self, dtype: str) -> torch.Tensor:
+        """The probe texts' vectors encoded in ``dtype``, the way encode() would."""
+        with self._encoding_model(dtype):
+            return torch.from_numpy(encode_texts(
+                list(precision.PROBE_TEXTS), tokenizer=self.tokenize, kind="document", embed=self.embed,
+                dim=self.dim, batch_size=len(precision.PROBE_TEXTS), device=self.device, dtype=dtype,
+                show_progress=False))
+
+    def bf16_weights(self) -> torch.nn.Module:
+        """A bfloat16 copy of ``model`` for encoding, made again whenever the weights change
+        (each optimizer step or load bumps a parameter's version; resizing replaces it)."""
+        identity = (id(self.model), tuple((p.data_ptr(), p._version) for p in self.model.parameters()))
+        if self._bf16_copy is None or self._bf16_copy[0] != identity:
+            self._bf16_copy = None  # the old copy's memory goes before the new one is made
+            self._bf16_copy = (identity, copy.deepcopy(self.model).to(torch.bfloat16).eval())
+        return self._bf16_copy[1]
+
+    @contextlib.contextmanager
+    def _encoding_model(self, dtype: str | None) -> Iterator[None]:
+        """``self.model`` is, while encoding, the module that encodes: the bf16 copy, compiled if asked;
+        embed() reads self.model, and training and saving see the plain fp32 model again after."""
+        eager = self.model
+        module = self.bf16_weights() if dtype == "bf16-weights" else eager
+        if self.compile:
+            if id(module) not in self._compiled:
+                # dynamic: batches differ in length, and a graph per length would recompile forever
+                self._compiled = {id(module): torch.compile(module, dynamic=True)}
+            module = self._compiled[id(module)]
+        self.model = module
+        try:
+            yield
+        finally:
+            self.model = eager
 
     def _finish(self, vectors: torch.Tensor) -> torch.Tensor:
         return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors
@@ -376,19 +427,12 @@ class TransformerBackbone:
                show_progress: bool = False) -> np.ndarray:
         """float32 [len(texts), dim], row i for texts[i]."""
         self.model.eval()
-        eager = self.model
-        if self.compile:
-            if self._compiled is None:
-                # dynamic: batches differ in length, and a graph per length would recompile forever
-                self._compiled = torch.compile(eager, dynamic=True)
-            self.model = self._compiled  # embed() reads self.model; the compiled module shares its weights
-        try:
+        dtype = self.dtype
+        with self._encoding_model(dtype):
             return encode_texts(
                 texts, tokenizer=self.tokenize, kind=kind, embed=self.embed, dim=self.dim,
-                batch_size=batch_size, device=self.device, dtype=self.dtype, show_progress=show_progress,
+                batch_size=batch_size, device=self.device, dtype=dtype, show_progress=show_progress,
             )
-        finally:
-            self.model = eager
 
 
 # --- training ----------------------------------------------------------------------------

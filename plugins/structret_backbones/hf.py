@@ -66,8 +66,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
     text, whose last hidden states (``last_aspect_states``) are fused into the vector; saved
     in the checkpoint and restored when it is loaded.
 
-    ``dtype="auto"`` encodes under bf16 autocast only where it measured faster than fp32
-    (structret.precision), fp32 elsewhere; ``"fp32"``/``"bf16"`` force it.
+    ``dtype="auto"`` encodes in the precision that measured fastest on this model and CPU with
+    vectors within cosine 0.999 of fp32's (structret.precision): fp32, bf16 autocast
+    (``"bf16"``) or a bf16 copy of the weights (``"bf16-weights"``); naming one forces it.
     ``compile=True`` runs ``encode`` through ``torch.compile`` (worth it for large corpora).
     ``runtime="onnx-int8"`` (or ``"onnx"``) encodes through onnxruntime instead
     (structret_backbones.onnx_runtime); training still runs in torch.
@@ -341,7 +342,8 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         if kind == "document":
             self.last_aspect_states = states
         pooled = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, slots.text_mask(batch["attention_mask"], k))
-        return self.aspect_fusion(pooled, states)
+        # fp32 in: the fusion's own weights stay fp32 when the encoder runs on a bf16 copy
+        return self.aspect_fusion(pooled.float(), states.float())
 
     # --- training: masked-LM head on this very encoder -----------------------------------
 

@@ -34,7 +34,7 @@ def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
         require("onnx", "onnxruntime")
     except ExportError as exc:
         raise ModelLoadError(f"runtime={backbone.runtime}: {exc}") from None
-    runtime, dtype = backbone.runtime, backbone.dtype
+    runtime, dtype = backbone.runtime, backbone._dtype  # _dtype: "auto" stays unresolved, nothing is probed
     backbone.runtime, backbone.dtype = "torch", None  # the export and its reference vectors: torch, fp32
     try:
         where = cache_dir() / DIRECTORY / f"{backbone.fingerprint()[:40]}-v{EXPORT_VERSION}"

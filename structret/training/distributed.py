@@ -47,7 +47,7 @@ def bf16_training(dtype: str) -> bool:
         return dtype == "bf16"
     from structret import precision
 
-    bf16 = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else precision.cpu_bf16()
+    bf16 = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else precision.autocast_faster()
     log.info("dtype=auto trains in %s", "bf16" if bf16 else "fp32")
     return bf16
 
