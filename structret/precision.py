@@ -62,6 +62,8 @@ EMULATED = 4.0
 # bf16 matmuls this much slower right now: the forward is not timed in bf16 this time
 HOPELESS = 1.5
 ROUNDS = 3
+# bf16 matmuls at most this fraction of fp32's time: worth scoring search candidates in bf16
+BF16_SCORING = 0.5
 SOURCES_KEPT = 64  # cosines are per model: keep the file small
 
 # what the cosine guard is measured on: code, docstrings, queries and a product record, as encoded
@@ -256,6 +258,30 @@ def _ratio(matmul: dict[str, float]) -> float:
 
 def _keep_last(cos: dict[str, Any]) -> dict[str, Any]:
     return dict(list(cos.items())[-SOURCES_KEPT:])
+
+
+def bf16_matmul_faster(*, path: Path | None = None) -> bool:
+    """Whether bf16 matmuls run at least twice as fast as fp32 here (exact flat search scores candidates
+    in bf16 then: it pays only when the product's saving beats re-scoring the candidates). The same
+    rules as ``choose``: the fastest times ever seen, re-checked once per process."""
+    named = forced()
+    if named is not None:
+        return named != "fp32"
+    key = f"{cpu_key()} | matmul"
+    if (key, "") in _chosen:
+        return _chosen[(key, "")] == "bf16"
+    path = path or cache_path()
+    known = _read(path)
+    matmul = dict((known.get(key) or {}).get("matmul") or {})
+    emulated = _ratio(matmul) >= EMULATED
+    now = time_matmul(("fp32",) if emulated else ("fp32", "bf16"))
+    if any(k not in matmul or s < matmul[k] for k, s in now.items()):
+        matmul = {k: min(s, matmul.get(k, s)) for k, s in {**matmul, **now}.items()}
+        known[key] = {"matmul": matmul}
+        _write(path, known)
+    faster = 0 < _ratio(matmul) <= BF16_SCORING
+    _chosen[(key, "")] = "bf16" if faster else "fp32"
+    return faster
 
 
 # --- training: autocast or not, with no model at hand ------------------------------------------

@@ -40,15 +40,16 @@ def data() -> tuple[np.ndarray, np.ndarray]:
     return vectors, queries
 
 
+@pytest.mark.parametrize("scoring", ["fp32", "bf16"])
 @pytest.mark.parametrize("k", [1, 10, 250, 10_000])
-def test_flat_is_exact_across_chunks_and_adds(k):
+def test_flat_is_exact_across_chunks_and_adds(k, scoring):
     # small integers: every score is exact in float32, so the reference is exact too, and
     # the many ties check that they go to the earlier vector whatever the chunking
     rng = np.random.default_rng(2)
     vectors = rng.integers(-3, 4, size=(1000, 16)).astype(np.float32)
     vectors[500:520] = vectors[10]  # exact duplicates in other chunks
     queries = rng.integers(-3, 4, size=(30, 16)).astype(np.float32)
-    index = FlatIndex(16, chunk_size=97)  # many chunks, the last one partial
+    index = FlatIndex(16, chunk_size=97, scoring=scoring)  # many chunks, the last one partial
     for start in (0, 300, 301, 800):  # uneven adds, one of a single vector
         stop = {0: 300, 300: 301, 301: 800, 800: 1000}[start]
         index.add(ids_for(stop - start, start), vectors[start:stop])
@@ -58,6 +59,51 @@ def test_flat_is_exact_across_chunks_and_adds(k):
     assert ids == [[f"doc{r}" for r in row] for row in want_rows]
     np.testing.assert_array_equal(scores, want_scores)
     assert isinstance(index, Index) and len(index) == 1000
+
+
+def test_bf16_scoring_finds_what_fp32_finds_and_certifies_most_queries(monkeypatch):
+    import structret_indexes.flat as flat
+
+    vectors, queries = clustered(6000, 64, seed=7), clustered(300, 64, seed=8)
+    vectors[4000:4010] = vectors[17]  # duplicates: ties go to the earlier vector either way
+    exact = FlatIndex(64, chunk_size=1000, scoring="fp32")
+    low = FlatIndex(64, chunk_size=1000, scoring="bf16")
+    for index in (exact, low):
+        index.add(ids_for(6000), vectors)
+    again = []
+    search = FlatIndex._search
+    monkeypatch.setattr(FlatIndex, "_search", lambda self, q, *a: again.append(len(q)) or search(self, q, *a))
+    for k in (1, 10, 100):
+        want, got = exact.search(queries, k), low.search(queries, k)
+        assert got[1] == want[1]
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+        ref_scores, ref_rows = brute_force(vectors, queries, k)
+        np.testing.assert_allclose(got[0], ref_scores, rtol=1e-5)
+    fallbacks = again[3:]  # the first three are the fp32 index's own searches
+    assert sum(fallbacks) < 0.1 * 3 * len(queries)  # the bound certifies most queries outright
+    # the bound holds: bf16's scores never move further than bf16_error says
+    q, v = queries.astype(np.float32), vectors.astype(np.float32)
+    import torch
+
+    approx = (torch.from_numpy(q).bfloat16() @ torch.from_numpy(v).bfloat16().T).float().numpy()
+    true = q.astype(np.float64) @ v.astype(np.float64).T
+    norms = np.linalg.norm(q, axis=1, keepdims=True)
+    bound = flat.bf16_error(norms, float(np.linalg.norm(v, axis=1).max()), np.abs(approx).max(axis=1, keepdims=True))
+    assert (np.abs(approx - true) <= bound).all()
+
+
+def test_bf16_scoring_is_auto_where_bf16_matmuls_are_twice_as_fast(monkeypatch):
+    import structret_indexes.flat as flat
+
+    vectors = clustered(200, 8, seed=9)
+    for pays, expected in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(flat, "bf16_scoring_pays", lambda: pays)
+        index = FlatIndex(8)
+        index.add(ids_for(200), vectors)
+        index.search(vectors[:3], 5)
+        assert index._scores_in_bf16 is (expected == "bf16") and index.scoring == "auto"
+    with pytest.raises(Exception, match="scoring='fp16' is not one of auto, fp32, bf16"):
+        FlatIndex(8, scoring="fp16")
 
 
 def test_flat_cosine_normalizes_both_sides():

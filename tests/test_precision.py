@@ -156,6 +156,16 @@ def test_once_per_process_and_per_shape(monkeypatch, tmp_path):
     assert len(json.loads(machine.path.read_text())["entries"]) == 2
 
 
+@pytest.mark.parametrize("timings, expected", [(AMX_QUIET, True), (ZEN4, False), (ZEN3, False)])
+def test_search_scores_in_bf16_only_where_its_matmuls_are_twice_as_fast(monkeypatch, tmp_path, timings, expected):
+    machine = Machine(monkeypatch, tmp_path, timings)
+    assert precision.bf16_matmul_faster(path=machine.path) is expected
+    precision._chosen.clear()
+    machine.now(AMX_BUSY if expected else timings)  # a busy process keeps what a quiet one measured
+    assert precision.bf16_matmul_faster(path=machine.path) is expected
+    assert machine.forwards == []
+
+
 def test_training_chooses_between_fp32_and_autocast_only(monkeypatch, tmp_path):
     machine = Machine(monkeypatch, tmp_path, AMX_QUIET)
     assert machine.process(candidates=("fp32", "bf16")) == "bf16"

@@ -16,6 +16,10 @@ class Flat(Options):
 
     chunk_size: Count = 65536
     """Stored vectors scored per step of a search; bounds the memory a search takes."""
+    scoring: Literal["auto", "fp32", "bf16"] = "auto"
+    """bf16: candidates scored in bf16, then ranked by fp32 scores, the same results (a bound on bf16's
+    error certifies each query, or it is searched again in fp32); auto = bf16 where this CPU's bf16
+    matmuls run twice as fast as fp32 (AMX), else fp32. bf16 keeps a bf16 copy of the vectors in memory."""
 
 
 class Graph(Options):
