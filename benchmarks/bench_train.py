@@ -19,6 +19,11 @@ ratio of the two ratios. The first steps are warm-up. ::
 
     nice python benchmarks/bench_train.py --steps 24
     nice python benchmarks/bench_train.py --steps 24 --dtype bf16   # bf16 autocast, both loops (no peer)
+    nice python benchmarks/bench_train.py --steps 24 --dtypes fp32 bf16   # structret in each, and the loss curves
+
+``--dtypes`` trains structret once per precision on the same batches from the same seed, each
+step followed by a hand-loop step in the same precision, and prints each one's s/step and how
+far its per-step losses stray from the first one's (fp32's): the curve bf16 training follows.
 
 Needs ``pip install sentence-transformers datasets`` (the peer; not structret dependencies).
 """
@@ -111,7 +116,8 @@ def interleaved(pairs_of_times: list[tuple[float, float]]) -> tuple[float, float
             statistics.median(a / b for a, b in kept))
 
 
-def run_structret(data: Path, out: Path, steps: int, hand: "HandLoop | None", recipe) -> list[tuple[float, float]]:
+def run_structret(data: Path, out: Path, steps: int, hand: "HandLoop | None", recipe,
+                  losses: list[float] | None = None) -> list[tuple[float, float]]:
     """structret's trainer; after each of its steps (in its callback) one hand-loop step, so
     both meet the same machine: a shared CPU drifts by more than the 5% being measured."""
     from structret.training import train
@@ -121,11 +127,40 @@ def run_structret(data: Path, out: Path, steps: int, hand: "HandLoop | None", re
 
     def callback(step: int, logs: dict) -> None:
         mine = time.perf_counter() - last[0]
+        if losses is not None:
+            losses.append(float(logs["loss"]))
         times.append((mine, hand.step(step)))
         last[0] = time.perf_counter()
 
     train(recipe, callback=callback)
     return times[1:]  # the first interval includes loading the model and data
+
+
+def compare_dtypes(data: Path, tmp: Path, steps: int, dtypes: list[str], examples: list) -> None:
+    """structret in each precision, same batches and seed: step time and the loss curve against the first."""
+    from structret.training.distributed import bf16_training
+
+    curves: dict[str, list[float]] = {}
+    rows = []
+    for dtype in dtypes:
+        recipe = make_recipe(data, tmp / f"run-{dtype}", steps, dtype)
+        bf16 = bf16_training(dtype)
+        hand = HandLoop(examples, recipe, steps, bf16=bf16)
+        curves[dtype] = []
+        seconds, hand_seconds, ratio = interleaved(run_structret(data, tmp / f"run-{dtype}", steps, hand, recipe,
+                                                                 curves[dtype]))
+        rows.append((dtype, "bf16" if bf16 else "fp32", seconds, hand_seconds, ratio))
+    first = dtypes[0]
+    print(f"\n{steps} steps of {BATCH} (docstring, code) pairs, max {MAX_LEN} tokens, torch threads "
+          f"{torch.get_num_threads()}; medians after {WARMUP_STEPS} warm-up steps; losses against {first}'s, step by step")
+    print(f"{'dtype':8} {'runs in':8} {'s/step':>7} {'x ' + first:>8} {'vs hand loop':>13} {'first loss':>11} "
+          f"{'last loss':>10} {'max |dloss|':>12} {'mean |dloss|':>13}")
+    base = rows[0][2]
+    for dtype, runs, seconds, _, ratio in rows:
+        curve, ref = curves[dtype], curves[first]
+        gaps = [abs(a - b) for a, b in zip(curve, ref)]
+        print(f"{dtype:8} {runs:8} {seconds:7.2f} {base / seconds:8.2f} {ratio - 1:+13.1%} {curve[0]:11.4f} "
+              f"{curve[-1]:10.4f} {max(gaps):12.4f} {statistics.mean(gaps):13.4f}")
 
 
 def make_recipe(data: Path, out: Path, steps: int, dtype: str = "fp32"):
@@ -174,6 +209,8 @@ def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--dtypes", nargs="+", choices=("fp32", "bf16", "auto"),
+                        help="train structret once per precision and compare step times and loss curves")
     parser.add_argument("--dtype", choices=("fp32", "bf16", "auto"), default="fp32",
                         help="the recipe's dtype; the hand loop follows it (auto: as structret.precision chooses). "
                              "sentence-transformers runs in fp32 only, so with bf16 it is left out")
@@ -192,6 +229,9 @@ def main() -> None:
                                 for i, (q, p) in enumerate(rows)), encoding="utf-8")
         from structret.training.distributed import bf16_training
 
+        if args.dtypes:
+            examples, _ = load_examples(f"tevatron:{data}")
+            return compare_dtypes(data, Path(tmp), args.steps, args.dtypes, examples)
         bf16 = bf16_training(args.dtype)
         recipe = make_recipe(data, Path(tmp) / "run", args.steps, args.dtype)
         examples, _ = load_examples(f"tevatron:{data}")

@@ -224,3 +224,13 @@ def test_a_recipes_dtype_auto_trains_by_the_same_rule(monkeypatch, dtype, forced
     monkeypatch.setenv(precision.CPU_BF16_ENV, forced)
     assert Recipe(dtype=dtype).dtype == dtype  # the recipe field accepts it
     assert bf16_training(dtype) is expected
+
+
+def test_one_process_trains_in_fp32_then_in_bf16():
+    """accelerate keeps one precision per process; a notebook training twice must not be refused."""
+    from structret.recipes import Recipe
+    from structret.training.distributed import make_accelerator
+
+    assert make_accelerator(Recipe(dtype="fp32")).mixed_precision == "no"
+    assert make_accelerator(Recipe(dtype="bf16")).mixed_precision == "bf16"
+    assert make_accelerator(Recipe(dtype="fp32")).mixed_precision == "no"

@@ -55,13 +55,20 @@ def bf16_training(dtype: str) -> bool:
 def make_accelerator(recipe: Any) -> Any:
     """One process, or one of the processes ``accelerate launch`` / ``torchrun`` started."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs
 
+    precision = "bf16" if bf16_training(recipe.dtype) else "no"
+    state = AcceleratorState._shared_state
+    if state and str(state.get("_mixed_precision", precision)) != precision:
+        # accelerate keeps one precision per process and refuses another; a second run in the same
+        # process (a notebook: fp32, then bf16) starts its state afresh, the process group kept
+        AcceleratorState._reset_state(reset_partial_state=False)
     return Accelerator(
         # torchrun on a machine without CUDA: accelerate runs gloo over CPU processes only
         # when told so, and would otherwise start N unrelated single-process runs
         cpu=not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1,
-        mixed_precision="bf16" if bf16_training(recipe.dtype) else "no",
+        mixed_precision=precision,
         # pooler layers and the like get no gradient; DDP must not wait for them
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
