@@ -61,6 +61,29 @@ def test_flat_is_exact_across_chunks_and_adds(k, scoring):
     assert isinstance(index, Index) and len(index) == 1000
 
 
+@pytest.mark.parametrize("scoring", ["fp32", "bf16"])
+def test_wide_chunks_take_the_grouped_top_k_and_stay_exact_with_ties(scoring):
+    import structret_indexes.flat as flat
+    import torch
+
+    rng = np.random.default_rng(3)
+    vectors = rng.integers(-2, 3, size=(9000, 8)).astype(np.float32)  # few distinct scores: ties everywhere
+    queries = rng.integers(-2, 3, size=(40, 8)).astype(np.float32)
+    index = FlatIndex(8, chunk_size=4096, scoring=scoring)  # 4096-wide chunks: grouped; the last 808: plain
+    index.add(ids_for(9000), vectors)
+    for k in (1, 10, 30):
+        scores, ids = index.search(queries, k)
+        want_scores, want_rows = brute_force(vectors, queries, k)
+        assert ids == [[f"doc{r}" for r in row] for row in want_rows]
+        np.testing.assert_array_equal(scores, want_scores)
+    wide = torch.from_numpy(rng.normal(size=(50, 4096)).astype(np.float32))
+    wide[:, 100:140] = wide[:, 100:101] + 5  # the best of each row in one group and its neighbour
+    for n in (1, 11, 16):
+        values, picked = flat._topk(wide, n)
+        assert torch.equal(values, torch.topk(wide, n, dim=1).values)
+        assert torch.equal(torch.gather(wide, 1, picked), values)
+
+
 def test_bf16_scoring_finds_what_fp32_finds_and_certifies_most_queries(monkeypatch):
     import structret_indexes.flat as flat
 
@@ -90,6 +113,21 @@ def test_bf16_scoring_finds_what_fp32_finds_and_certifies_most_queries(monkeypat
     norms = np.linalg.norm(q, axis=1, keepdims=True)
     bound = flat.bf16_error(norms, float(np.linalg.norm(v, axis=1).max()), np.abs(approx).max(axis=1, keepdims=True))
     assert (np.abs(approx - true) <= bound).all()
+
+
+def test_without_torch_loaded_the_search_is_numpy_s_and_ranks_alike(monkeypatch):
+    import structret_indexes.flat as flat
+
+    vectors, queries = clustered(3000, 32, seed=11), clustered(40, 32, seed=12)
+    vectors[2000:2005] = vectors[3]  # ties
+    index = FlatIndex(32, chunk_size=700)
+    index.add(ids_for(3000), vectors)
+    with_torch = index.search(queries, 20)
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(flat, "bf16_scoring_pays", lambda: pytest.fail("no bf16 without torch"))
+    without = index.search(queries, 20)
+    assert without[1] == with_torch[1]
+    np.testing.assert_allclose(without[0], with_torch[0], rtol=1e-6)
 
 
 def test_bf16_scoring_is_auto_where_bf16_matmuls_are_twice_as_fast(monkeypatch):
