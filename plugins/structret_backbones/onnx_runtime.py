@@ -19,8 +19,9 @@ log = logging.getLogger("structret.backbones")
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 DIRECTORY = "onnx"
 # Raised whenever the export writes different graphs for the same weights (the int8 quantization
-# changed in 2: 7-bit weights), so a cached export from an older structret is not reused.
-EXPORT_VERSION = 2
+# changed in 2: 7-bit weights; in 3: eager attention, fused graph), so a cached export from an older
+# structret is not reused.
+EXPORT_VERSION = 3
 
 
 def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
