@@ -39,6 +39,8 @@ VECTORS_FILE = "vectors.npy"
 # top-k reads them (a 64 MB block made the top-k memory-bound)
 _SCORE_BUDGET = 1 << 22
 SCORINGS = ("auto", "fp32", "bf16")
+# scores a search must compute before importing torch for it pays (numpy: ~1 s per 1e8 here)
+_TORCH_WORTH = 10**8
 # bf16 keeps 8 significant bits: each rounding moves a value by at most this fraction of it
 _BF16_UNIT = 2.0 ** -8
 
@@ -151,7 +153,8 @@ class FlatIndex:
         k = min(int(k), self._count)
         if k == 0 or len(queries) == 0:  # an empty index finds nothing
             return np.empty((len(queries), k), dtype=np.float32), [[] for _ in queries]
-        if "torch" not in sys.modules:  # serving an ONNX model loads no torch, and a search must not either
+        # serving an ONNX model loads no torch, and a few queries are not worth importing it (seconds)
+        if "torch" not in sys.modules and len(queries) * self._count < _TORCH_WORTH:
             scores, rows = self._search_numpy(np.ascontiguousarray(queries, dtype=np.float32), k)
             return scores, [[self._ids[r] for r in row] for row in rows.tolist()]
         import torch
