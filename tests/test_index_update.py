@@ -86,8 +86,37 @@ def test_add_a_dataset_then_remove_an_id_and_search_sees_both(tmp_path, corpora,
     assert len(loaded) == 3 and gone not in loaded.texts
     meta = json.loads((idx / "structret.json").read_text(encoding="utf-8"))
     assert [u["added"] for u in meta["updates"]] == [2, 0] and meta["count"] == 3
-    assert sorted(os.listdir(tmp_path)) == sorted(["idx", "src-first", "src-later", "first.jsonl.gz",
+    assert sorted(os.listdir(tmp_path)) == sorted(["idx", ".idx.lock", "src-first", "src-later", "first.jsonl.gz",
                                                    "later.jsonl.gz"])  # no staging folder left behind
+
+
+THIRD = {
+    "hashes.py": 'def file_digest(path):\n    """Return the SHA-256 hex digest of a file."""\n'
+                 '    import hashlib\n    return hashlib.sha256(open(path, "rb").read()).hexdigest()\n',
+    "words.py": 'def count_words(text):\n    """Count how often each word occurs in a text."""\n'
+                '    counts = {}\n    for word in text.split():\n        counts[word] = counts.get(word, 0) + 1\n'
+                '    return counts\n',
+}
+
+
+def test_two_updates_at_once_take_turns_and_keep_every_vector(tmp_path, corpora, tiny_bert_dir):
+    import subprocess
+    import sys
+
+    first, later = corpora
+    third = mine(tmp_path, "third", THIRD)
+    idx = build(tmp_path, first, tiny_bert_dir, "flat")
+    command = [sys.executable, "-m", "structret.cli", "index", "--out", str(idx), "--add"]
+    # both start before either has written: without the lock each read the 2-vector index, and the
+    # last to swap in its 4 vectors won
+    runs = [subprocess.Popen([*command, spec], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for spec in (later, third)]
+    outputs = [r.communicate(timeout=300)[0] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], outputs
+    assert sorted(o.split("it holds ")[1].split()[0] for o in outputs) == ["4", "6"], outputs
+    loaded = load_index(idx)
+    assert len(loaded) == 6 and len(set(ids_of(idx))) == 6
+    assert [u["added"] for u in json.loads((idx / "structret.json").read_text())["updates"]] == [2, 2]
 
 
 def test_add_an_encode_folder_and_remove_ids_from_a_file_in_one_update(tmp_path, corpora, tiny_bert_dir):
@@ -176,5 +205,6 @@ def test_an_interrupted_update_leaves_the_previous_index(tmp_path, corpora, tiny
 
     unchanged(idx, sums)
     assert load_index(idx).search("read the configuration file", k=2) == before
-    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # the staging folders are gone
+    # the staging folders are gone (the lock file stays: deleting one another process may hold is a race)
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == [".idx.lock"]
     assert "added 2, removed 0" in run("index", "--out", idx, "--add", later)  # and the next update works

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from dataclasses import dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Iterator, Sequence
 
 from structret.api.indexes import SearchIndex, documents_of, load_index
 from structret.errors import StructretError
@@ -29,22 +32,43 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
     encodes. ``remove``: ids the index holds; removing and adding the same id replaces its
     document. Removing needs an index kind with ``remove`` (flat, usearch). The updated index,
     texts and checksums are written beside the old one and swapped in with one rename, so an
-    interrupted update leaves the previous index whole; two updates of one index at once keep
-    only the last one's changes.
+    interrupted update leaves the previous index whole. Updates of one index take turns: each
+    holds ``.NAME.lock`` beside it from reading the index to the swap, so a second update (another
+    process, another machine on the same file system) waits and then applies its changes to the
+    first one's result: none is lost.
     """
     remove = [str(i) for i in remove]
     if add is None and not remove:
         raise StructretError("update_index: nothing to do; give add= (an encode folder or FORMAT:PATH), remove= "
                              "ids, or both.")
-    found = load_index(path, verify=verify)
-    try:
-        _update(found, path, add, remove, split, batch_size, verify, show_progress)
-    finally:
-        close = getattr(found.index, "close", None)
-        if close is not None:
-            close()
+    with update_lock(path):
+        found = load_index(path, verify=verify)
+        try:
+            _update(found, path, add, remove, split, batch_size, verify, show_progress)
+        finally:
+            close = getattr(found.index, "close", None)
+            if close is not None:
+                close()
     last = found.meta["updates"][-1]
     return UpdateResult(last["added"], last["removed"], len(found))
+
+
+@contextlib.contextmanager
+def update_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the index's update lock (``.NAME.lock`` beside it: the folder itself is swapped)."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(path).resolve()
+    lock = FileLock(str(folder.parent / f".{folder.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"another update of {path} is running; waiting for it to finish", file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
