@@ -217,7 +217,7 @@ def verified(directory: str | os.PathLike, *, verify: bool = True) -> Iterator[N
         _decided.reset(token)
 
 
-def verify_checksums(directory: str | os.PathLike, *, verify: bool = True) -> None:
+def verify_checksums(directory: str | os.PathLike, *, verify: bool = True, full: bool = False) -> None:
     """Raise ArtifactError unless ``directory`` holds exactly the files its ``checksums.json``
     lists, each with its recorded size and sha256. No checksums.json (an artifact of a
     structret older than checksums, or the file was deleted) is refused too.
@@ -227,6 +227,13 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True) -> No
     not refused, and 'structret search' does not show such texts.
 
     ``verify=False`` checks nothing and says so on stderr (``--no-verify``).
+
+    Hashing is O(size): a 15 GB index would be read whole before its first search. So a full check
+    that passes leaves a stamp in ``STRUCTRET_CACHE/verified/``: each file's size, inode, mtime and
+    ctime (ctime moves on any write and cannot be set back, unlike mtime), with checksums.json's own
+    digest. A later load whose files all still match their stamp skips the hashing (sizes and the
+    list of files are still checked); any difference means a full check again. ``full=True``
+    (``structret verify PATH``) always hashes.
     """
     directory = Path(directory)
     if directory.resolve() in _decided.get():
@@ -248,14 +255,20 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True) -> No
     except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError):
         raise ArtifactError(f"{file} is damaged, so {directory} cannot be checked. "
                             f"{rebuild_hint(directory)}.") from None
+    stamp = _stamp_path(directory, file)
+    stamped = None if full else _read_stamp(stamp)
+    seen: dict[str, list[int]] = {}
     for name, (size, sha256) in sorted(wanted.items()):
         path = directory / name
         if not path.is_file():
             raise ArtifactError(f"{path} is missing from {directory} (it is listed in {CHECKSUMS_FILE}): it was "
                                 f"deleted, or the artifact was copied incompletely. {rebuild_hint(directory)}.")
-        if path.stat().st_size != size:
-            raise ArtifactError(f"{path} has {path.stat().st_size} bytes but was saved with {size}: it is truncated "
+        seen[name] = _stat(path)
+        if seen[name][0] != size:
+            raise ArtifactError(f"{path} has {seen[name][0]} bytes but was saved with {size}: it is truncated "
                                 f"or overwritten. {rebuild_hint(directory)}.")
+        if stamped is not None and stamped.get(name) == seen[name]:
+            continue  # hashed before, untouched since
         if _sha256(path) != sha256:
             raise ArtifactError(f"{path} does not match the checksum it was saved with: the file is damaged or was "
                                 f"edited. {rebuild_hint(directory)}.")
@@ -266,6 +279,60 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True) -> No
                 raise ArtifactError(f"{path} is not listed in {file}: it was put there after {directory} was "
                                     f"saved, so nothing vouches for it. Remove it if it does not belong there; "
                                     f"otherwise {hint[:1].lower()}{hint[1:]}.")
+    if seen != stamped:
+        _write_stamp(stamp, seen)
+
+
+def verify_tree(path: str | os.PathLike) -> list[tuple[Path, int, int]]:
+    """Fully check (every byte hashed, stamps ignored and renewed) each artifact at or under ``path``:
+    every folder holding a checksums.json. ``[(folder, files, bytes)]``; ArtifactError at the first bad one."""
+    root = Path(path)
+    folders = sorted({p.parent for p in root.rglob(CHECKSUMS_FILE)} | ({root} if (root / CHECKSUMS_FILE).is_file() else set()))
+    if not folders:
+        _refuse_if_not_an_artifact(root)  # says what is missing
+        raise ArtifactError(f"{root} holds no {CHECKSUMS_FILE}, so nothing in it can be checked; "
+                            f"{rebuild_hint(root)}.")
+    done = []
+    for folder in folders:
+        verify_checksums(folder, full=True)
+        sums = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+        done.append((folder, len(sums), sum(int(v["bytes"]) for v in sums.values())))
+    return done
+
+
+# A stamp is named after the artifact's path and its checksums.json's digest: a re-saved artifact
+# (new checksums) or a different folder never reads another's stamp.
+STAMPS = "verified"
+
+
+def _stat(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _stamp_path(directory: Path, checksums: Path) -> Path:
+    import hashlib
+
+    key = hashlib.sha256(str(directory.resolve()).encode() + b"\0" + checksums.read_bytes()).hexdigest()
+    return cache_dir() / STAMPS / f"{key[:32]}.json"
+
+
+def _read_stamp(stamp: Path) -> dict[str, list[int]] | None:
+    try:
+        found = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or damaged: hash everything, as without stamps
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _write_stamp(stamp: Path, seen: dict[str, list[int]]) -> None:
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(seen), encoding="utf-8")
+        os.replace(tmp, stamp)
+    except OSError:  # a read-only cache: the next load hashes again, nothing worse
+        pass
 
 
 def _refuse_if_not_an_artifact(directory: Path) -> None:

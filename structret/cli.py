@@ -509,6 +509,27 @@ def _update(out, add, remove, split, batch_size, verify):
 
 
 @cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+def verify(paths):
+    """Check every file of the artifacts at PATHS (indexes, runs, embedding folders) against their
+    checksums.json, hashing every byte.
+
+    Loading an artifact hashes it once, then trusts a stamp of each file's size, inode and
+    times while none of them changes; this command ignores the stamps (and renews them), for
+    when a file may have changed without its times moving (a disk error, a restored backup).
+
+    \b
+    Example:
+      structret verify runs/idx runs/sda-mep
+    """
+    from structret.api import verify_tree
+
+    for path in paths:
+        for folder, files, size in verify_tree(path):
+            click.echo(f"ok  {folder}  ({files} files, {size / 1e6:,.1f} MB)")
+
+
+@cli.command()
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("queries", nargs=-1, required=True)
 @click.option("-k", default=10, show_default=True, help="How many results per query.")

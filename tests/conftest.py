@@ -1,10 +1,14 @@
 import os
 import sys
+import tempfile
 import textwrap
 
 # dtype="auto" follows the CPU's bf16 support; pin it to "no" for the whole run (subprocesses
 # inherit it) so that fp32 references hold on every CPU. test_backbones.py forces it both ways.
 os.environ["STRUCTRET_CPU_BF16"] = "0"
+# what the run caches (vectors, exports, precision timings, verification stamps) goes to a folder of
+# its own, never the user's ~/.cache/structret; tests that care set their own
+os.environ["STRUCTRET_CACHE"] = tempfile.mkdtemp(prefix="structret-tests-")
 
 import pytest
 

@@ -259,3 +259,36 @@ def test_a_chunk_without_checksums_is_encoded_again(tmp_path):
     seen.clear()
     report = encode_resumably(tmp_path / "emb", ids, texts, encode_batch, meta, chunk_rows=2, show_progress=False)
     assert seen == [["text 0", "text 1"], ["text 2", "text 3"]] and report.chunks_reused == 0
+
+
+def test_a_second_load_trusts_its_stamp_but_a_changed_file_is_hashed_again(idx, monkeypatch):
+    import os
+
+    from structret import artifacts
+
+    hashed = []
+    sha = artifacts._sha256
+    monkeypatch.setattr(artifacts, "_sha256", lambda path: hashed.append(path.name) or sha(path))
+    search(idx)
+    first = sorted(hashed)
+    assert "vectors.npy" in first
+    hashed.clear()
+    search(idx)
+    assert hashed == []  # nothing changed: nothing hashed, O(1) in the index's size
+    vectors = idx / "vectors.npy"
+    stat = vectors.stat()
+    flip_last_byte(vectors)
+    os.utime(vectors, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # even with its mtime put back
+    result = search(idx, code=1)
+    assert "vectors.npy does not match the checksum" in result.output and hashed == ["vectors.npy"]
+    flip_last_byte(vectors)  # restored: it verifies again
+    search(idx)
+    hashed.clear()
+    result = structret("verify", idx)  # a full check hashes every file, stamps or not
+    assert f"ok  {idx}" in result.output and sorted(hashed) == first
+
+
+def test_verify_checks_every_artifact_under_a_folder(trained_run):
+    result = structret("verify", trained_run)
+    checked = [line.split()[1] for line in result.output.splitlines() if line.startswith("ok")]
+    assert str(trained_run / "final") in checked and any("checkpoint-" in c for c in checked)

@@ -13,10 +13,11 @@ from structret.api.indexes import Hit, SearchIndex, build_index, index_embedding
 from structret.api.updates import UpdateResult, update_index
 from structret.api.models import Model, load_model, new_model, open_model
 from structret.api.runs import Run, evaluate, train, tune_fusion
+from structret.artifacts import verify_tree
 from structret.figures import plot_figures
 
 __all__ = [
     "EncodeResult", "Hit", "Model", "Run", "SearchIndex", "build_index", "encode_dataset", "evaluate",
     "index_embeddings", "load_dataset", "load_index", "load_model", "new_model", "open_model",
-    "plot_figures", "train", "tune_fusion", "UpdateResult", "update_index",
+    "plot_figures", "train", "tune_fusion", "UpdateResult", "update_index", "verify_tree",
 ]
