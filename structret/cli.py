@@ -9,6 +9,7 @@ friends are imported inside the commands that need them.
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -29,8 +30,12 @@ def _show_plugin_warning(message, category, filename, lineno, file=None, line=No
 _default_showwarning = warnings.showwarning
 
 
+DEBUG_ENV = "STRUCTRET_DEBUG"
+
+
 class _Group(click.Group):
-    """Print structret's own errors as one message, not a traceback."""
+    """Every error as one message, not a traceback: structret's own as they are, any other naming the
+    plugin whose code raised it (the traceback with --debug or STRUCTRET_DEBUG=1)."""
 
     def invoke(self, ctx):
         try:
@@ -38,11 +43,35 @@ class _Group(click.Group):
         except StructretError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one boundary between the user and any code's bug
+            if ctx.params.get("debug") or os.environ.get(DEBUG_ENV, "").strip() in ("1", "true", "yes"):
+                raise
+            click.echo(f"Error: {unexpected(exc)}", err=True)
+            ctx.exit(1)
+
+
+def unexpected(exc: BaseException) -> str:
+    """One line for an exception no check anticipated: whose code raised it, what, and how to see more."""
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {where.filename}:{where.lineno}" if where else ""
+    found = get_registry().blame(exc)
+    said = f"{type(exc).__name__}: {exc}".strip()
+    more = f"Run again with --debug (or {DEBUG_ENV}=1) for the traceback"
+    if found is not None:
+        plugin, dist = found
+        return (f"plugin '{plugin}' from distribution '{dist}' failed: {said}{at}. This is a bug in that plugin "
+                f"or the way it was used; {more}, and report it to the plugin's authors.")
+    return f"unexpected {said}{at}. {more}; if it is structret's bug, please report it with that output."
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="structret")
-def cli():
+@click.option("--debug", is_flag=True, help=f"Show the traceback of an unexpected error (or set {DEBUG_ENV}=1).")
+def cli(debug):
     """Structure-aware dense retrieval, assembled from named plugins.
 
     \b

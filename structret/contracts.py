@@ -41,6 +41,8 @@ RULES: dict[str, str] = {
     "objective-members": "an objective has name, role, needs, check, standalone, module, setup, targets, report "
                          "and counts (inherit structret.contracts.ObjectiveDefaults for the optional ones), plus "
                          "loss (contrastive, auxiliary) or corrupt (corruption)",
+    "objective-check": "check(backbone) refuses a backbone it cannot train by raising structret.recipes."
+                       "ObjectiveError with a sentence for the user (any other exception is a bug in it)",
     "objective-needs": "an objective runs only on a backbone with at least one of the capabilities in its needs",
     "corrupt-labels": "corrupt() returns the passage batch as a dict of tensors with 'input_ids' and 'labels' "
                       "(-100 where nothing is predicted), one row per text unless the objective is standalone",
@@ -48,6 +50,8 @@ RULES: dict[str, str] = {
                         "global batch (the trainer multiplies it by the number of processes, as DDP averages)",
     "auxiliary-loss": "an auxiliary loss(backbone, passages, vectors, targets) returns (mean, count): a scalar "
                       "tensor, this process's mean over what it counted, and a scalar tensor, how many it counted",
+    "loss-graph": "a loss is computed from the tensors the trainer passes in, so it carries their graph: not "
+                  "detached, not rebuilt from .item() or under torch.no_grad()",
     "extractor-spans": "extract(text) returns Entity spans into the text: 0 <= start < end <= len(text) and "
                        "text[start:end] == entity.text",
     "linearizer-parents": "linearize(record) returns None or a Sequence whose parents (if any) give one index "
@@ -272,6 +276,28 @@ def check_contrastive_loss(objective: Objective, loss: Any, *, finite: bool = Fa
         raise broken("objective", objective.name, "contrastive-loss", f"it returned shape {tuple(loss.shape)}")
     if finite and not bool(torch.isfinite(loss)):
         raise broken("objective", objective.name, "contrastive-loss", f"it returned {float(loss)}")
+    _check_graph(objective, loss)
+
+
+def run_check(objective: Objective, backbone: Any) -> None:
+    """``objective.check(backbone)`` (rule objective-check): its ObjectiveError is the user's answer,
+    any other exception a broken plugin, named as such."""
+    from structret.errors import StructretError
+
+    try:
+        objective.check(backbone)
+    except StructretError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the plugin's bug, reported as one line naming it
+        raise broken("objective", objective.name, "objective-check",
+                     f"check() raised {type(exc).__name__}: {exc}") from exc
+
+
+def _check_graph(objective: Objective, loss: Any) -> None:
+    import torch
+
+    if torch.is_grad_enabled() and not loss.requires_grad:
+        raise broken("objective", objective.name, "loss-graph", "its loss has no gradient to train with")
 
 
 def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tensor", "torch.Tensor"]:
@@ -280,7 +306,20 @@ def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tens
         shown = type(result).__name__ if not isinstance(result, tuple) else \
             "(" + ", ".join(type(r).__name__ for r in result) + ")"
         raise broken("objective", objective.name, "auxiliary-loss", f"it returned {shown}")
+    _check_graph(objective, result[0])
     return result
+
+
+def check_entities(extractor: str, text: str, entities: Any) -> list["Entity"]:
+    """An extractor's spans for ``text`` (rule extractor-spans), as a list."""
+    from structret.records import Entity
+
+    found = list(entities)
+    for e in found:
+        if not (isinstance(e, Entity) and 0 <= e.start < e.end <= len(text) and text[e.start:e.end] == e.text):
+            shown = repr(e) if isinstance(e, Entity) else f"a {type(e).__name__} ({e!r:.80})"
+            raise broken("extractor", extractor, "extractor-spans", f"{shown} in a text of {len(text)} characters")
+    return found
 
 
 # --- structure: extractors and linearizers -------------------------------------------------

@@ -148,6 +148,22 @@ class Registry:
         default_factory=lambda: {kind: {} for kind in KINDS}
     )
     broken: list[BrokenPlugin] = field(default_factory=list)
+    # top-level package -> (plugin, distribution): whose code a traceback frame is (blame)
+    packages: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def blame(self, exc: BaseException) -> tuple[str, str] | None:
+        """``(plugin, distribution)`` whose code raised ``exc``: the innermost frame of its traceback
+        that belongs to a plugin's package (frames of torch and other libraries are passed over)."""
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame.f_globals.get("__name__", ""))
+            tb = tb.tb_next
+        for module in reversed(frames):
+            found = self.packages.get(module.partition(".")[0])
+            if found is not None:
+                return found
+        return None
 
     def add(self, entry: PluginEntry) -> None:
         table = self.entries[entry.kind]
@@ -362,6 +378,7 @@ def build_registry() -> Registry:
             broken(ep.name, dist, f"invalid hook: {exc}")
             continue
         dist_of[ep.name] = dist
+        registry.packages.setdefault(module.__name__.partition(".")[0], (ep.name, dist))
 
     for kind, hook_name in KINDS.items():
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
@@ -381,6 +398,8 @@ def build_registry() -> Registry:
                 continue
             for entry in collected:
                 registry.add(entry)
+                if isinstance(entry.target, str):
+                    registry.packages.setdefault(entry.target.partition(".")[0].partition(":")[0], (plugin, dist))
     return registry
 
 

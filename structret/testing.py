@@ -29,8 +29,10 @@ from structret.contracts import (
     check_auxiliary_loss,
     check_contrastive_loss,
     check_corrupted,
+    check_entities,
     check_needs,
     check_objective,
+    run_check,
 )
 from structret.errors import ContractError, PluginError, StructretError
 from structret.records import CodeRecord, Dataset, Entity, ItemRecord
@@ -177,7 +179,7 @@ def _backbone_for(objective: Any, name: str) -> Any:
     for backbone_name, options in _candidates():
         backbone = get_registry().create("backbone", backbone_name, **options)
         try:
-            objective.check(backbone)
+            run_check(objective, backbone)
             check_needs(objective, backbone)
         except (ObjectiveError, ContractError) as exc:
             why.append(f"{backbone_name} {sorted(backbone.capabilities)}: {exc}")
@@ -200,7 +202,7 @@ def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -
     if backbone is None:
         backbone = _backbone_for(objective, name)
     else:
-        objective.check(backbone)
+        run_check(objective, backbone)
         check_needs(objective, backbone)
     if not isinstance(backbone, TrainableBackbone):
         raise broken("backbone", backbone.name, "backbone-train", "it lacks members of TrainableBackbone")
@@ -281,10 +283,7 @@ def _check_extractor(name: str, options: dict[str, Any]) -> dict[str, Any]:
         except StructretError:  # a clear refusal (prose to a code parser) is within the contract
             refused += 1
             continue
-        for e in entities:
-            if not (isinstance(e, Entity) and 0 <= e.start < e.end <= len(text) and text[e.start:e.end] == e.text):
-                raise broken("extractor", name, "extractor-spans", f"{e!r} in {text!r}")
-        found += len(entities)
+        found += len(check_entities(name, text, entities))
     return {"entities": found, "refused": refused}
 
 

@@ -131,11 +131,62 @@ class FloatAux(ObjectiveDefaults):
         return 0.5
 
 
+class Detached(ObjectiveDefaults):
+    name, role = "detached", "contrastive"
+
+    def check(self, backbone):
+        pass
+
+    def loss(self, queries, passages):
+        return (queries @ passages.T).mean().detach()
+
+
+class PickyCheck(ObjectiveDefaults):
+    name, role = "picky", "contrastive"
+
+    def check(self, backbone):
+        raise ValueError("this backbone will not do")  # the natural exception, not ObjectiveError
+
+    def loss(self, queries, passages):
+        return (queries @ passages.T).mean()
+
+
+class Twin(ObjectiveDefaults):  # calls itself what the built-in contrastive objective is called
+    name, role = "dr", "auxiliary"
+
+    def check(self, backbone):
+        pass
+
+    def loss(self, backbone, passages, vectors, targets):
+        return vectors.pow(2).mean(), torch.tensor(1.0)
+
+
+class PastTheEnd:
+    def extract(self, text, language=None):
+        from structret.records import Entity
+
+        return [Entity(len(text) - 2, len(text) + 1000, "x", "name")]
+
+
+class Tuples:
+    def extract(self, text, language=None):
+        return [(0, 3, "def", "keyword")]
+
+
 @hookimpl
 def register_objectives(register):
     register("no-labels", NoLabels)
     register("dot.ted", Dotted)
     register("float-aux", FloatAux)
+    register("detached", Detached)
+    register("picky", PickyCheck)
+    register("twin", Twin)
+
+
+@hookimpl
+def register_extractors(register):
+    register("past-the-end", PastTheEnd)
+    register("tuples", Tuples)
 """
 
 
@@ -176,13 +227,18 @@ def test_an_objective_without_the_optional_members_is_named(make_plugin):
         check_plugin("objective", "bare")
 
 
-@pytest.mark.parametrize("objective, rule", [
-    ("no-labels", "corrupt-labels"),
-    ("dr+dot.ted", "objective-name"),
-    ("dr+float-aux", "auxiliary-loss"),
+@pytest.mark.parametrize("objective, rule, extra", [
+    ("no-labels", "[rule corrupt-labels", ()),
+    ("dr+dot.ted", "[rule objective-name", ()),
+    ("dr+float-aux", "[rule auxiliary-loss", ()),
+    ("detached", "[rule loss-graph", ()),
+    ("picky", "[rule objective-check", ()),
+    ("dr+twin", "more than one objective is named dr", ()),
+    ("mep", "[rule extractor-spans", ("--set", "mep.extractor=past-the-end", "--set", "mep.lm_warmup=0")),
+    ("mep", "[rule extractor-spans", ("--set", "mep.extractor=tuples", "--set", "mep.lm_warmup=0")),
 ])
-def test_training_with_a_broken_objective_ends_in_one_clean_error(broken_plugin, tiny_bert_dir, tmp_path,
-                                                                  objective, rule):
+def test_training_with_a_broken_plugin_ends_in_one_clean_error(broken_plugin, tiny_bert_dir, tmp_path,
+                                                               objective, rule, extra):
     from structret.cli import cli
 
     data = tmp_path / "train.jsonl"
@@ -190,12 +246,57 @@ def test_training_with_a_broken_objective_ends_in_one_clean_error(broken_plugin,
                             for i in range(4)))
     result = CliRunner().invoke(cli, ["train", "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
                                       "--objective", objective, "--data", f"tevatron:{data}",
-                                      "--out", str(tmp_path / "run"), "--set", "batch_size=2", "--set", "max_steps=1"])
+                                      "--out", str(tmp_path / "run"), "--set", "batch_size=2", "--set", "max_steps=1",
+                                      *extra])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     errors = [line[line.index("Error:"):] for line in result.stderr.replace("\r", "\n").splitlines() if "Error:" in line]
-    assert len(errors) == 1 and f"[rule {rule}" in errors[0], result.stderr
+    assert len(errors) == 1 and rule in errors[0], result.stderr
+    if rule.startswith("[rule"):
+        assert "distribution 'broken-objectives'" in errors[0]
+
+
+def test_an_unanticipated_exception_in_plugin_code_is_one_line_naming_it(make_plugin, tmp_path, monkeypatch,
+                                                                        tiny_bert_dir):
+    from structret.cli import cli
+
+    make_plugin("crashing-index", "crashing_index", """
+        from structret import hookimpl
+
+        class Crashes:
+            def __init__(self, dim, metric="ip"):
+                self.dim, self.metric = dim, metric
+            def __len__(self):
+                return 0
+            def add(self, ids, vectors):
+                {}["no such key"]
+            def search(self, queries, k):
+                return [], []
+            def save(self, path, meta=None):
+                pass
+            @classmethod
+            def load(cls, path):
+                return cls(1)
+
+        @hookimpl
+        def register_indexes(register):
+            register("crashes", Crashes)
+    """)
+    data = tmp_path / "c.jsonl"
+    data.write_text("".join(json.dumps({"repo": "r", "path": f"m{i}.py", "func_name": f"f{i}", "language": "python",
+                                        "code": f"def f{i}(x):\n    return x + {i}\n", "docstring": f"add {i}",
+                                        "docstring_tokens": ["add", str(i)], "partition": "test", "url": f"u{i}"})
+                            + "\n" for i in range(3)))
+    args = ["index", "--data", f"codesearchnet:{data}", "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
+            "--index", "crashes", "--out", str(tmp_path / "idx")]
+    result = CliRunner().invoke(cli, args)
+    line = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert result.exit_code == 1 and len(line) == 1 and "Traceback" not in result.output
+    assert "plugin 'crashing_index' from distribution 'crashing-index' failed: KeyError" in line[0]
+    assert "crashing_index.py:" in line[0] and "--debug" in line[0]
+    monkeypatch.setenv("STRUCTRET_DEBUG", "1")
+    assert isinstance(CliRunner().invoke(cli, args).exception, KeyError)  # the traceback, on request
 
 
 def test_core_reads_a_plugins_optional_members_only_where_declared():

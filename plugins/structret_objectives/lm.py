@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from structret.contracts import ObjectiveDefaults
+from structret.contracts import ObjectiveDefaults, check_entities
 from structret.options import LMWarmupOptions
 from structret.recipes import ObjectiveError
 from structret.records import CodeRecord, Entity, ItemRecord
@@ -134,7 +134,7 @@ class EntityMasking(ObjectiveDefaults):
             # product extractors read the title beside the description (SANTA's rule) and
             # give spans into the description, which ends the passage
             return _shift(extractor.extract_record(record), len(text) - len(record.content))
-        return list(extractor.extract(text, language=getattr(record, "language", None) or None))
+        return check_entities(name, text, extractor.extract(text, language=getattr(record, "language", None) or None))
 
     def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
                 label_max_length: int, rngs: Sequence[random.Random]) -> dict[str, torch.Tensor]:

@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from structret.artifacts import verify_checksums
-from structret.contracts import check_needs
+from structret.contracts import check_needs, run_check
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
 from structret.recipes import Recipe, write_recipe
@@ -122,7 +122,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     base_model = (json.loads((checkpoint / "structret.json").read_text(encoding="utf-8"))["base_model"]
                   if checkpoint is not None else backbone.name)
     for objective, _ in objectives:
-        objective.check(backbone)  # the objective's own sentence first, then the declared needs
+        run_check(objective, backbone)  # the objective's own sentence first, then the declared needs
         check_needs(objective, backbone)
     if with_role(objectives, "corruption"):
         backbone.enable_lm()

@@ -16,6 +16,12 @@ def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
         objective = registry.create("objective", name, **recipe.options(registry.get("objective", name).name))
         check_objective(objective, name)  # its name keys an nn.ModuleDict; its role picks what the step calls
         built.append((objective, weight))
+    names = [o.name for o, _ in built]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # heads, logs and loss scales are keyed by name: one would count the other's loss
+        raise ObjectiveError(f"'{recipe.objective}': more than one objective is named {', '.join(twice)} "
+                             f"(registered as {', '.join(n for n, _ in parse_objectives(recipe.objective))}); "
+                             f"each objective of a run needs a name of its own (its 'name' attribute).")
     alone = [o.name for o, _ in built if o.standalone]
     if alone and len(built) > 1:
         raise ObjectiveError(f"'{recipe.objective}': {alone[0]} turns each passage into several rows, so it runs "
