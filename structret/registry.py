@@ -380,6 +380,10 @@ def build_registry() -> Registry:
         dist_of[ep.name] = dist
         registry.packages.setdefault(module.__name__.partition(".")[0], (ep.name, dist))
 
+    # a distribution loads whole or not at all: one raising hook drops what its other hooks registered,
+    # so "was not loaded" is true and nothing half-registered is listed or used
+    made: list[PluginEntry] = []
+    failed: set[str] = set()
     for kind, hook_name in KINDS.items():
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
             plugin, dist = impl.plugin_name, dist_of.get(impl.plugin_name, "?")
@@ -394,12 +398,17 @@ def build_registry() -> Registry:
             except KeyboardInterrupt:
                 raise
             except _PLUGIN_FAULTS as exc:
-                broken(plugin, dist, f"{hook_name} raised {_describe(exc)}")
+                failed.add(plugin)
+                broken(plugin, dist, f"{hook_name} raised {_describe(exc)}; none of what it registers is used")
                 continue
-            for entry in collected:
-                registry.add(entry)
-                if isinstance(entry.target, str):
-                    registry.packages.setdefault(entry.target.partition(".")[0].partition(":")[0], (plugin, dist))
+            made.extend(collected)
+    for entry in made:
+        if entry.plugin in failed:
+            continue
+        registry.add(entry)
+        if isinstance(entry.target, str):
+            registry.packages.setdefault(entry.target.partition(".")[0].partition(":")[0],
+                                         (entry.plugin, entry.distribution))
     return registry
 
 

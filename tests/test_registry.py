@@ -130,16 +130,20 @@ def test_broken_plugin_is_isolated_and_named(make_plugin):
     assert [b.distribution for b in registry.broken] == ["broken-dist"]
 
 
-def test_plugin_whose_hook_raises_is_isolated(make_plugin):
+def test_plugin_whose_hook_raises_is_isolated_and_loads_none_of_it(make_plugin):
     make_plugin("raising-dist", "raising_plugin", """
         from structret import hookimpl
+        @hookimpl
+        def register_indexes(register):
+            register("half-loaded", dict)
         @hookimpl
         def register_backbones(register):
             raise RuntimeError("boom")
     """)
-    with pytest.warns(PluginWarning, match="raising-dist.*boom"):
+    with pytest.warns(PluginWarning, match="raising-dist.*boom.*none of what it registers is used"):
         registry = get_registry()
     assert registry.has("index", "flat")
+    assert not registry.has("index", "half-loaded")  # "not loaded" means not loaded: all or nothing
 
 
 def test_misspelled_hook_is_reported_not_ignored(make_plugin):
