@@ -206,6 +206,21 @@ _decided: contextvars.ContextVar[frozenset[Path]] = contextvars.ContextVar("stru
                                                                           default=frozenset())
 
 
+# set by unverified(): every artifact loaded inside is used unchecked (a command's --no-verify)
+_unchecked: contextvars.ContextVar[bool] = contextvars.ContextVar("structret_unchecked", default=False)
+
+
+@contextlib.contextmanager
+def unverified(skip: bool = True) -> Iterator[None]:
+    """Inside the block, artifacts load without their checksums checked (each says so on stderr):
+    what ``--no-verify`` means for a command that loads several (runs, indexes, embeddings)."""
+    token = _unchecked.set(bool(skip) or _unchecked.get())
+    try:
+        yield
+    finally:
+        _unchecked.reset(token)
+
+
 @contextlib.contextmanager
 def verified(directory: str | os.PathLike, *, verify: bool = True) -> Iterator[None]:
     """Check ``directory`` (verify_checksums) once for everything loaded from it inside the block."""
@@ -239,7 +254,7 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True, full:
     if directory.resolve() in _decided.get():
         return
     _refuse_if_not_an_artifact(directory)
-    if not verify:
+    if not verify or _unchecked.get():
         print(f"warning: --no-verify: {directory} was not checked against {CHECKSUMS_FILE}; files missing, "
               f"truncated, changed or added since it was saved go unnoticed and can give wrong results.",
               file=sys.stderr)

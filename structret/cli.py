@@ -281,6 +281,24 @@ def _fusion_options(which: str, after_tuning: str) -> list:
     ]
 
 
+def _no_verify(command):
+    """--no-verify for a command that loads artifacts through the library (runs named by --model or
+    --system, indexes, embedding folders): each is used unchecked, and says so on stderr."""
+    import functools
+
+    @click.option("--no-verify", is_flag=True,
+                  help="Use runs, indexes and embeddings even if their files do not match their checksums.json "
+                       "(or it is missing); a warning on stderr names each one not checked. Results may be wrong.")
+    @functools.wraps(command)
+    def run(*args, no_verify, **kwargs):
+        from structret.artifacts import unverified
+
+        with unverified(no_verify):
+            return command(*args, **kwargs)
+
+    return run
+
+
 def _apply(options):
     def decorate(f):
         for option in reversed(options):
@@ -361,6 +379,7 @@ def _model(backbone, model, options=()):
                    "'structret index --embeddings OUT'. Default under accelerate launch/torchrun: RANK/WORLD_SIZE.")
 @click.option("--chunk-rows", default=10_000, show_default=True, type=click.IntRange(min=1),
               help="Rows encoded and saved at a time; a re-run of an interrupted command skips finished chunks.")
+@_no_verify
 def encode(data, split, data_options, backbone, model, batch_size, backbone_options, what, out, shard,
            chunk_rows):
     """Encode a dataset's documents (or queries) to vectors.
@@ -684,6 +703,7 @@ def export(run, fmt, out, no_verify):
                    "folder. Example: --judge runs/teacher")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="Tevatron-format .jsonl(.gz); the counts go beside it as NAME.report.json.")
+@_no_verify
 def negatives(data, split, data_options, backbone, model, batch_size, backbone_options, depth, keep, seed,
               filter_spec, judge, out):
     """Mine hard negatives from a model's own index (ANCE-style), for 'dr' fine-tuning.
@@ -735,6 +755,7 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
 @click.option("--batch-size", default=32, show_default=True)
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="CodeSearchNet rows of the kept pairs (.jsonl.gz); the counts go beside it as NAME.report.json.")
+@_no_verify
 def filter_pairs(data, split, data_options, teacher, k, within, batch_size, out):
     """Keep only the training pairs whose query finds its own code (consistency filtering).
 
@@ -911,6 +932,7 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
               help="With --system: encode every text again instead of reusing the vectors an earlier run of the "
                    "same model kept in STRUCTRET_CACHE/vectors. Example: structret bench --no-vector-cache")
 @_apply(_fusion_options("For hybrid systems (bm25+minilm)", "(then --split is scored once with it)"))
+@_no_verify
 def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, data_root,
           row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split, tune_measure):
     """Score retrieval systems on datasets and print one table.
@@ -1084,6 +1106,7 @@ def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vec
 @click.option("--links", is_flag=True, help="Draw a line from each docstring to its code in Figure 4.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sample and of the projection.")
 @click.option("--batch-size", default=32, show_default=True)
+@_no_verify
 def plot(data, split, data_options, models, labels, out, pairs, pool, similarity, temperature, projection, links, seed,
          batch_size):
     """SANTA's Figures 3 and 4 for two or more models, as PNGs and numbers.

@@ -175,8 +175,8 @@ def run(tmp_path, trained_run) -> Path:
     return Path(shutil.copytree(trained_run, tmp_path / "run"))
 
 
-def encode_with(model, data, out, code=0):
-    return structret("encode", "--data", data, "--split", "train", "--model", model, "--out", out, code=code)
+def encode_with(model, data, out, *extra, code=0):
+    return structret("encode", "--data", data, "--split", "train", "--model", model, "--out", out, *extra, code=code)
 
 
 @pytest.mark.parametrize("removed", [CHECKSUMS_FILE, "structret.json", "model.safetensors"])
@@ -186,6 +186,16 @@ def test_a_run_with_a_file_of_final_removed_is_refused(tmp_path, run, data, remo
     assert f"{run / 'final' / removed} is missing" in result.output
     assert "structret train" in result.output
     assert not (tmp_path / "emb").exists()
+
+
+def test_encode_and_bench_take_no_verify_for_a_run_without_checksums(tmp_path, run, data):
+    (run / "final" / CHECKSUMS_FILE).unlink()
+    result = encode_with(run, data, tmp_path / "emb", "--no-verify")
+    assert f"{run / 'final'} was not checked" in result.stderr and (tmp_path / "emb" / CHECKSUMS_FILE).is_file()
+    result = structret("bench", "--data", data, "--split", "train", "--system", run, code=1)
+    assert f"{run / 'final' / CHECKSUMS_FILE} is missing" in result.output
+    result = structret("bench", "--data", data, "--split", "train", "--system", run, "--no-verify")
+    assert f"{run / 'final'} was not checked" in result.stderr and f"| {run} |" in result.stdout
 
 
 def test_train_from_a_run_without_checksums_needs_no_verify(tmp_path, run, data):
