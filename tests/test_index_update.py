@@ -208,3 +208,26 @@ def test_an_interrupted_update_leaves_the_previous_index(tmp_path, corpora, tiny
     # the staging folders are gone (the lock file stays: deleting one another process may hold is a race)
     assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == [".idx.lock"]
     assert "added 2, removed 0" in run("index", "--out", idx, "--add", later)  # and the next update works
+
+
+def test_a_served_index_picks_up_an_update_on_the_next_query(tmp_path, corpora, tiny_bert_dir, caplog):
+    import logging
+
+    from structret.serving.searcher import open_searcher
+
+    first, later = corpora
+    idx = build(tmp_path, first, tiny_bert_dir, "flat")
+    searcher = open_searcher(idx, extractor="none")
+    assert len(searcher.search("send an email", 10).hits) == 2
+    update_index(idx, add=later, show_progress=False)
+    with caplog.at_level(logging.INFO, logger="structret.serve"):
+        answer = searcher.search("send an email", 10)
+    assert len(answer.hits) == 4 and "now serving 4 documents (before: 2)" in caplog.text
+    assert "def send_message" in " ".join(h.text for h in answer.hits)
+    # an update the server cannot load (here: a file damaged after the swap) keeps the last good one
+    vectors = idx / "vectors.npy"
+    vectors.write_bytes(vectors.read_bytes()[:-4])
+    (idx / "checksums.json").write_text((idx / "checksums.json").read_text())  # a new version on disk
+    with caplog.at_level(logging.WARNING, logger="structret.serve"):
+        assert len(searcher.search("send an email", 10).hits) == 4
+    assert "cannot be served" in caplog.text

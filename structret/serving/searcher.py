@@ -89,8 +89,10 @@ class Searcher:
     """An index, the model that built it and the extractor whose entities hits show."""
 
     def __init__(self, index: Any, model: Any, marker: Marker | None, *, highlight_language: str | None = None,
-                 max_batch: int = 32):
+                 max_batch: int = 32, verify: bool = True):
         self.index = index  # structret.api.SearchIndex
+        self._verify = verify
+        self._seen = self._loaded = self._identity()  # what the index folder was when it was loaded
         self.model = model  # structret.api.Model
         self.marker = marker
         self.highlight_language = highlight_language  # a Pygments lexer name; None: plain text
@@ -125,10 +127,6 @@ class Searcher:
 
     def search(self, query: str, k: int) -> Answer:
         """The top ``k`` hits (``k`` clamped to the index size), with timings and entities."""
-        notes = []
-        if k > self.size:
-            notes.append(f"the index holds {self.size} documents, so all of them are ranked (k={k} asked for).")
-            k = self.size
         mine = _Waiting(query, k)
         with self._turn:
             self._queue.append(mine)
@@ -148,11 +146,48 @@ class Searcher:
                     self._turn.notify_all()
         if mine.error is not None:
             raise mine.error
+        notes = []
+        if mine.k < k:  # clamped in its turn, to the index it was answered from
+            notes.append(f"the index holds {mine.k} documents, so all of them are ranked (k={k} asked for).")
         hits = tuple(self._shown(rank, hit) for rank, hit in enumerate(mine.found, 1))
-        return Answer(query, k, mine.took_ms, mine.model_ms, hits, tuple(notes), batch=mine.batch)
+        return Answer(query, mine.k, mine.took_ms, mine.model_ms, hits, tuple(notes), batch=mine.batch)
+
+    def _identity(self) -> tuple[int, int, int] | None:
+        """Which version of the index folder is on disk: an update writes a new folder and swaps it in,
+        so its checksums.json is another file (inode), whatever its times."""
+        if not getattr(self.index, "path", None):
+            return None
+        try:
+            st = os.stat(os.path.join(self.index.path, "checksums.json"))
+        except OSError:  # mid-swap, or gone: keep serving what is loaded
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _reload_if_changed(self) -> None:
+        """Serve an updated index from the next batch on (structret index --add/--remove while serving).
+        Runs in the answering turn, so no query sees half of it; queries in flight keep the old one
+        (its files stay readable after the swap). One that cannot be loaded is logged, not served."""
+        now = self._identity()
+        if now is None or now in (self._loaded, self._seen):
+            return
+        self._seen = now  # tried once per version on disk, not once per query
+        from structret.api import load_index
+
+        try:
+            fresh = load_index(self.index.path, verify=self._verify)
+            fresh.use(self.model)
+        except StructretError as exc:
+            log.warning("%s changed on disk but cannot be served (%s); still serving the version loaded before",
+                        self.index.path, exc)
+            return
+        old, self.index, self._loaded = self.index, fresh, now
+        log.info("%s changed on disk: now serving %d documents (before: %d)", self.index.path, len(fresh), len(old))
 
     def _answer(self, batch: list[_Waiting]) -> None:
         """Encode ``batch`` in one forward and search it; each waiting query gets its hits or the error."""
+        self._reload_if_changed()
+        for w in batch:
+            w.k = min(w.k, self.size)
         try:
             start = time.perf_counter()
             vectors = self.model.encode_query([w.query for w in batch])
@@ -236,7 +271,7 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
         highlight = "python"
     else:
         highlight = marker.language if marker is not None else None
-    searcher = Searcher(index, model, marker, highlight_language=highlight)
+    searcher = Searcher(index, model, marker, highlight_language=highlight, verify=verify)
     if extractor == NONE:
         searcher.no_marker_reason = "--extractor none"
     elif marker is None and "mep" in objectives(model.recipe):
