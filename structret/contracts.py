@@ -33,6 +33,18 @@ if TYPE_CHECKING:
 
 ROLES = ("contrastive", "corruption", "auxiliary")
 
+# What a backbone can say it does (Backbone.capabilities), and objectives ask for (Objective.needs:
+# any one of them; empty = any backbone).
+CAPABILITIES: dict[str, str] = {
+    "encoder": "encode() and embed() give text vectors (every built-in backbone)",
+    "seq2seq": "an encoder-decoder whose LM head predicts spans (t5, codet5): enable_lm() loads it",
+    "mlm": "an encoder with a masked-LM head transformers can load (BERT-like): enable_lm() loads it",
+    "structure-attention": "Khan & Jang's informed head: last_attention holds head 0's attention per informed "
+                           "layer after a document forward (informed_layers > 0)",
+    "aspect-slots": "MADRAL's aspect slots: last_aspect_states [batch, k, dim] after a document forward",
+    "lora": "a LoRA adapter trains instead of the weights (adapter, merge_adapter in OPTIONAL)",
+}
+
 # Every rule core checks, in one place: the trainer's checks and structret.testing quote them.
 RULES: dict[str, str] = {
     "objective-name": "an objective's name is non-empty and made of letters, digits, '-' and '_' (a '.' breaks "
@@ -170,12 +182,20 @@ class Objective(Protocol):
 
 
 class ContrastiveObjective(Objective, Protocol):
+    """role = "contrastive": scores queries against passages (sda, dr); one per run. Its loss is
+    a mean, never a sum, and is computed from the vectors it is given (rule loss-graph)."""
+
     def loss(self, queries: "torch.Tensor", passages: "torch.Tensor") -> "torch.Tensor":
         """The global mean loss over gathered vectors: ``passages`` holds each query's positive,
         then its hard negatives, for every query of the global batch (rule contrastive-loss)."""
 
 
 class CorruptionObjective(Objective, Protocol):
+    """role = "corruption": corrupts passages for an LM loss (mep, span-mask, mlm); one per run. The
+    batch is a dict of tensors with ``input_ids`` and ``labels`` (-100 where nothing is predicted),
+    one row per text unless ``standalone``; tokenize with ``backbone.tokenize(texts, kind="document",
+    max_length=...)`` and take mask and sentinel ids from ``backbone.tokenizer``."""
+
     def corrupt(self, texts: Sequence[str], records: Sequence[Any], backbone: Any, *, max_length: int,
                 label_max_length: int, rngs: Sequence["random.Random"]) -> dict[str, "torch.Tensor"]:
         """The passage batch with ``labels`` (rule corrupt-labels); one forward of it gives the
@@ -185,6 +205,9 @@ class CorruptionObjective(Objective, Protocol):
 
 
 class AuxiliaryObjective(Objective, Protocol):
+    """role = "auxiliary": a loss on the same passage forward (parent-attention, aspect-class); any
+    number per run. Its mean is this process's mean over what it counted (rule auxiliary-loss)."""
+
     def loss(self, backbone: Any, passages: dict[str, "torch.Tensor"], vectors: "torch.Tensor",
              targets: Any) -> tuple["torch.Tensor", "torch.Tensor"]:
         """``(mean, count)`` from the same passage forward (rule auxiliary-loss); the trainer
@@ -327,12 +350,17 @@ def check_entities(extractor: str, text: str, entities: Any) -> list["Entity"]:
 
 @runtime_checkable
 class Extractor(Protocol):
+    """Finds the entities masked entity prediction masks and the serve page marks."""
+
     def extract(self, text: str, language: str | None = None) -> "list[Entity]":
         """Entity spans into ``text`` (rule extractor-spans), never token positions."""
 
 
 @runtime_checkable
 class Linearizer(Protocol):
+    """Turns a record into tokens (``structret.records.Sequence``: ``tokens``, and ``parents`` with one
+    index per token or None); with ``text(record)`` (OPTIONAL) it can be a run's text_format."""
+
     def linearize(self, record: "Record") -> "Linearized | None":
         """Tokens and optionally parents (rule linearizer-parents); None: cannot (skipped, counted)."""
 
@@ -404,6 +432,8 @@ class Index(Protocol):
 
 @runtime_checkable
 class Retriever(Protocol):
+    """A whole retriever that reads text itself (BM25): fitted on the documents, scores every one."""
+
     def fit(self, docs: Sequence[str]) -> None:
         """Index the collection; document i is ``docs[i]``."""
 
