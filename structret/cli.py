@@ -52,13 +52,24 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
+def _blame(exc: BaseException) -> tuple[str, str] | None:
+    """``(plugin, distribution)`` whose code raised ``exc``: the innermost frame of its traceback in a
+    plugin's package (frames of torch and other libraries in between are passed over)."""
+    packages = get_registry().packages
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    return next((packages[m.partition(".")[0]] for m in reversed(frames) if m.partition(".")[0] in packages), None)
+
+
 def unexpected(exc: BaseException) -> str:
     """One line for an exception no check anticipated: whose code raised it, what, and how to see more."""
     import traceback
 
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {where.filename}:{where.lineno}" if where else ""
-    found = get_registry().blame(exc)
+    found = _blame(exc)
     said = f"{type(exc).__name__}: {exc}".strip()
     more = f"Run again with --debug (or {DEBUG_ENV}=1) for the traceback"
     if found is not None:

@@ -148,22 +148,8 @@ class Registry:
         default_factory=lambda: {kind: {} for kind in KINDS}
     )
     broken: list[BrokenPlugin] = field(default_factory=list)
-    # top-level package -> (plugin, distribution): whose code a traceback frame is (blame)
+    # top-level package -> (plugin, distribution): whose code a traceback frame is (cli.unexpected)
     packages: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    def blame(self, exc: BaseException) -> tuple[str, str] | None:
-        """``(plugin, distribution)`` whose code raised ``exc``: the innermost frame of its traceback
-        that belongs to a plugin's package (frames of torch and other libraries are passed over)."""
-        frames = []
-        tb = exc.__traceback__
-        while tb is not None:
-            frames.append(tb.tb_frame.f_globals.get("__name__", ""))
-            tb = tb.tb_next
-        for module in reversed(frames):
-            found = self.packages.get(module.partition(".")[0])
-            if found is not None:
-                return found
-        return None
 
     def add(self, entry: PluginEntry) -> None:
         table = self.entries[entry.kind]
@@ -292,25 +278,19 @@ def _call(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: 
     library failing inside it) is reported with the plugin and its distribution."""
     try:
         return factory(*args, **kwargs)
-    except StructretError:
-        raise  # already a sentence for the user
-    except KeyboardInterrupt:
-        raise
+    except (StructretError, KeyboardInterrupt):
+        raise  # already a sentence for the user, or the user's own stop
     except _PLUGIN_FAULTS as exc:
-        raise PluginError(
-            f"{entry.kind} '{entry.name}' (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
-            f"failed while being created: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise PluginError(f"{entry.what} (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
+                          f"failed while being created: {type(exc).__name__}: {exc}") from exc
 
 
 def _checked(entry: PluginEntry, made: Any) -> Any:
     missing = [attr for attr in SHAPES.get(entry.kind, ()) if not hasattr(made, attr)]
     if missing:
-        raise PluginError(
-            f"{entry.kind} '{entry.name}' (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
-            f"returned {type(made).__name__}, which has no {', '.join(missing)}; a {entry.kind} needs "
-            f"{', '.join(SHAPES[entry.kind])} (see register_{entry.kind}s in structret/hookspecs.py)."
-        )
+        raise PluginError(f"{entry.what} (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
+                          f"returned {type(made).__name__}, which has no {', '.join(missing)}; a {entry.kind} needs "
+                          f"{', '.join(SHAPES[entry.kind])} (see register_{entry.kind}s in structret/hookspecs.py).")
     return made
 
 
@@ -342,12 +322,8 @@ def build_registry() -> Registry:
 
     def broken(plugin: str, dist: str, error: str) -> None:
         registry.broken.append(BrokenPlugin(plugin, dist, error))
-        warnings.warn(
-            f"structret plugin '{plugin}' from distribution '{dist}' was not loaded: {error}. "
-            f"Commands that do not need it still work.",
-            PluginWarning,
-            stacklevel=3,
-        )
+        warnings.warn(f"structret plugin '{plugin}' from distribution '{dist}' was not loaded: {error}. "
+                      f"Commands that do not need it still work.", PluginWarning, stacklevel=3)
 
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else "?"
