@@ -504,7 +504,7 @@ def optional(kind: str, plugin: Any, member: str, default: Any = None) -> Any:
     """``plugin``'s ``member`` if it has it, else ``default``; ``member`` must be declared in
     :data:`OPTIONAL` for ``kind``."""
     if member not in OPTIONAL.get(kind, {}):
-        raise KeyError(f"core reads {member!r} of a {kind}, which structret/contracts.py does not declare")
+        raise KeyError(f"core reads {member!r} of {'an' if kind[0] in 'aeiou' else 'a'} {kind}, which structret/contracts.py does not declare")
     return getattr(plugin, member, default)
 
 

@@ -78,19 +78,20 @@ class PluginEntry:
         try:
             obj = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            raise PluginError(
-                f"{self.kind} '{self.name}' (plugin '{self.plugin}' from distribution "
-                f"'{self.distribution}') needs the Python module '{exc.name}', which is not "
-                f"installed. Install it (pip install {exc.name.split('.')[0].replace('_', '-')}) "
-                f"or pick another {self.kind}."
-            ) from exc
+            who = f"{self.what} (plugin '{self.plugin}' from distribution '{self.distribution}')"
+            if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                # the plugin's own module, not a dependency: the distribution is what is broken
+                raise PluginError(f"{who} points at the module {module_name}, which its distribution does not "
+                                  f"hold: reinstall it (pip install --force-reinstall {self.distribution}), or "
+                                  f"report the broken target '{self.target}' to its authors.") from exc
+            raise PluginError(f"{who} needs the Python module '{exc.name}', which is not installed. Install it "
+                              f"(pip install {exc.name.split('.')[0].replace('_', '-')}) or pick another "
+                              f"{self.kind}.") from exc
         except KeyboardInterrupt:
             raise
         except _PLUGIN_FAULTS as exc:
-            raise PluginError(
-                f"{self.kind} '{self.name}' (plugin '{self.plugin}' from distribution "
-                f"'{self.distribution}') failed to import {module_name}: {_describe(exc)}"
-            ) from exc
+            raise PluginError(f"{self.what} (plugin '{self.plugin}' from distribution '{self.distribution}') "
+                              f"failed to import {module_name}: {_describe(exc)}") from exc
         for part in attr.split(".") if attr else ():
             try:
                 obj = getattr(obj, part)
@@ -289,7 +290,7 @@ def _checked(entry: PluginEntry, made: Any) -> Any:
     missing = [attr for attr in SHAPES.get(entry.kind, ()) if not hasattr(made, attr)]
     if missing:
         raise PluginError(f"{entry.what} (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
-                          f"returned {type(made).__name__}, which has no {', '.join(missing)}; a {entry.kind} needs "
+                          f"returned {type(made).__name__}, which has no {', '.join(missing)}; {'an' if entry.kind[0] in 'aeiou' else 'a'} {entry.kind} needs "
                           f"{', '.join(SHAPES[entry.kind])} (see register_{entry.kind}s in structret/hookspecs.py).")
     return made
 

@@ -166,8 +166,36 @@ def test_lazy_target_with_missing_dependency_names_the_module(make_plugin):
             register("needy", "needy_impl_module_missing:Factory")
     """)
     entry = get_registry().get("backbone", "needy")
-    with pytest.raises(PluginError, match="needy_impl_module_missing.*needs-dist|needs-dist.*needy_impl_module_missing"):
+    # the plugin's own module is missing: reinstall the distribution, not a package named after the module
+    with pytest.raises(PluginError, match=r"needs-dist.*needy_impl_module_missing.*pip install --force-reinstall "
+                                          r"needs-dist"):
         entry.load()
+
+
+def test_a_dependency_a_plugin_imports_is_named_with_what_to_install(make_plugin):
+    make_plugin("deps-dist", "deps_plugin", """
+        from structret import hookimpl
+        @hookimpl
+        def register_backbones(register):
+            register("deps", "deps_plugin:Factory")
+        def Factory():
+            pass
+        import sys
+        if "deps_plugin_fail" in sys.modules:
+            import not_installed_dependency_xyz
+    """)
+    import sys
+    import types
+
+    entry = get_registry().get("backbone", "deps")
+    sys.modules.pop("deps_plugin", None)
+    sys.modules["deps_plugin_fail"] = types.ModuleType("deps_plugin_fail")
+    try:
+        with pytest.raises(PluginError, match=r"needs the Python module 'not_installed_dependency_xyz'.*"
+                                              r"pip install not-installed-dependency-xyz"):
+            entry.load()
+    finally:
+        del sys.modules["deps_plugin_fail"]
 
 
 def test_allow_list_limits_loading_to_named_distributions(make_plugin, monkeypatch):

@@ -191,6 +191,7 @@ def train(recipe: Recipe, *, resume: bool = False,
             if recipe.max_grad_norm:
                 accelerator.clip_grad_norm_(module.parameters(), recipe.max_grad_norm)
             optimizer.step()
+            step_lr = scheduler.get_last_lr()[0]  # the rate this step used (after it, the next one's: 0 at the end)
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
         done = step + 1
@@ -203,7 +204,7 @@ def train(recipe: Recipe, *, resume: bool = False,
             elapsed = time.perf_counter() - clock
             row = {"step": done, "phase": "lm-warmup" if warming else "train",
                    "epoch": own_step // batches.steps_per_epoch,
-                   "lr": warm.lr if warming else scheduler.get_last_lr()[0],
+                   "lr": warm.lr if warming else step_lr,
                    "loss": sums.pop("loss") / since, **{f"loss/{k}": s / since for k, s in sums.items()},
                    "examples_per_s": since * recipe.batch_size / elapsed}
             if warming and done == head_steps:
