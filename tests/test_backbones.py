@@ -267,6 +267,15 @@ def test_bf16_weights_encode_with_a_copy_that_follows_training(tiny_bert_dir):
     assert not np.allclose(after, before[:4], atol=1e-3)
 
 
+def test_the_fingerprint_is_the_same_before_and_after_an_encode(tiny_bert_dir):
+    # the tokenizer keeps the truncation of its last call: read into the fingerprint, one model had two
+    first = HFEncoder(tiny_bert_dir, max_length=64)
+    before = first.fingerprint()
+    first.encode(TEXTS[:3])
+    assert first.fingerprint() == before == HFEncoder(tiny_bert_dir, max_length=64).fingerprint()
+    assert HFEncoder(tiny_bert_dir, max_length=32).fingerprint() != before  # what changes vectors still counts
+
+
 def test_default_dtype_is_auto(tiny_bert_dir):
     encoder = HFEncoder(tiny_bert_dir, max_length=64)
     assert encoder._dtype == "auto" and encoder.dtype is None  # the tests pin STRUCTRET_CPU_BF16=0

@@ -411,8 +411,14 @@ class TransformerBackbone:
         if getattr(self, "lora", None):  # only then: models without an adapter keep their fingerprints
             settings["lora"] = self.lora
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
-        digest.update(backend.to_str().encode() if backend is not None else
-                      json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+        if backend is not None:
+            # the tokenizer's own state minus its truncation and padding, which every call sets: with them,
+            # the same model fingerprinted before and after its first encode (or the dtype probe) differed
+            spec = json.loads(backend.to_str())
+            spec.pop("truncation", None), spec.pop("padding", None)
+            digest.update(json.dumps(spec, sort_keys=True).encode())
+        else:
+            digest.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
         for module in (self.model, getattr(self, "aspect_fusion", None)):
             if module is None:
                 continue
