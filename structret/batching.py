@@ -15,19 +15,12 @@ PAD_TO = 8  # padding to a multiple of 8 suits GPU kernels and costs a CPU almos
 # A CPU forward is fastest at 1-4k tokens: MiniLM on 2 Zen 3 cores ran 5,400-5,900 tokens/s at 1-2k
 # and 3,800-5,300 at 8k (benchmarks/bench_batch_tokens.py); bigger activations leave the cache.
 CPU_TOKENS = 2048
-# In bf16 the activations are half the size and AMX wants big tiles: on a 2-core AMX Xeon MiniLM ran
-# 30-37k tokens/s at 4k tokens a forward and 22-28k at 2k (bf16 autocast and bf16 weights alike).
-CPU_TOKENS_BF16 = 4096
-BF16 = ("bf16", "bfloat16", "bf16-weights")
 
 
-def budget(batch_size: int, max_length: int, device_type: str, dtype: str | None = None) -> int:
-    """Padded tokens a batch may hold: ``batch_size`` texts of ``max_length``, capped on CPU (higher
-    when it computes in bf16)."""
+def budget(batch_size: int, max_length: int, device_type: str) -> int:
+    """Padded tokens a batch may hold: ``batch_size`` texts of ``max_length``, capped on CPU."""
     tokens = batch_size * max_length
-    if device_type != "cpu":
-        return tokens
-    return min(tokens, CPU_TOKENS_BF16 if dtype in BF16 else CPU_TOKENS)
+    return min(tokens, CPU_TOKENS) if device_type == "cpu" else tokens
 
 
 def token_batches(lengths: Sequence[int], budget: int, max_rows: int | None = None) -> Iterator[tuple[int, int]]:

@@ -329,9 +329,6 @@ def test_cpu_batches_are_capped_at_the_cpu_token_budget():
     assert budget(32, 256, "cpu") == CPU_TOKENS < 32 * 256
     assert budget(2, 64, "cpu") == 128  # below the cap the texts' budget stands
     assert budget(32, 256, "cuda") == 32 * 256  # GPUs keep the batch they were given
-    from structret.batching import CPU_TOKENS_BF16
-
-    assert budget(32, 256, "cpu", "bf16-weights") == budget(32, 256, "cpu", "bf16") == CPU_TOKENS_BF16 > CPU_TOKENS
 
 
 def test_the_encoder_keeps_cpu_batches_within_the_cap(bert_mean, monkeypatch):

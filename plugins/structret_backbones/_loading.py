@@ -263,7 +263,7 @@ def encode_texts(
     still tokenized only once, with memory bounded by the window. Longest first, so
     running out of memory happens at once rather than at the end. ``batch_size`` counts
     texts of the longest length (``max_length``): a batch holds up to ``batch_size *
-    max_length`` tokens (on CPU at most ``CPU_TOKENS``, ``CPU_TOKENS_BF16`` in bf16), so shorter texts go more to a batch
+    max_length`` tokens (on CPU at most ``CPU_TOKENS``), so shorter texts go more to a batch
     (structret.batching).
     """
     if isinstance(texts, str):
@@ -286,7 +286,7 @@ def encode_texts(
             features = tokenizer.ids([texts[i] for i in rows], kind=kind)
             by_tokens = sorted(range(len(rows)), key=lambda j: -len(features["input_ids"][j]))
             lengths = [len(features["input_ids"][j]) for j in by_tokens]
-            for first, last in token_batches(lengths, budget(batch_size, tokenizer.max_length, device.type, dtype)):
+            for first, last in token_batches(lengths, budget(batch_size, tokenizer.max_length, device.type)):
                 batch = by_tokens[first:last]
                 padded = tokenizer.pad({key: [values[j] for j in batch] for key, values in features.items()})
                 out[[rows[j] for j in batch]] = embed(padded.to(device), kind=kind).float().cpu().numpy()
