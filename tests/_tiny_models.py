@@ -93,3 +93,27 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def build_lively_bert(tiny_bert_dir: Path, out: Path, *, masked_lm: bool = False) -> Path:
+    """The tiny BERT with larger random weights: at BERT's own init (std 0.02) every text gets
+    nearly the same vector (pairwise cosine > 0.999), so a cosine check against it proves nothing.
+    ``masked_lm``: with its MLM head, as mep trains it."""
+    import shutil
+
+    import torch
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    net = (AutoModelForMaskedLM if masked_lm else AutoModel).from_pretrained(tiny_bert_dir)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            # shared by every text (positions, token types) stays small, so the words tell texts apart
+            scale = 0.02 if "position" in name or "token_type" in name else 1.0 if "word" in name else 0.3
+            if "LayerNorm" not in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * scale)
+    net.save_pretrained(out)
+    for file in tiny_bert_dir.iterdir():
+        if file.name.startswith(("tokenizer", "special_tokens", "vocab")):
+            shutil.copy(file, out / file.name)
+    return out

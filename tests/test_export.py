@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _tiny_models import one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
+from _tiny_models import build_lively_bert, one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F401  (fixtures)
 from click.testing import CliRunner
 from test_serve import FUNCTIONS, write_functions
 
@@ -32,27 +32,7 @@ DOCUMENTS.append("def long(x): return " + " + ".join(f"value_{i}" for i in range
 
 @pytest.fixture(scope="module")
 def lively_bert_dir(tmp_path_factory, tiny_bert_dir) -> Path:  # noqa: F811
-    """The tiny BERT with larger random weights: at BERT's own init (std 0.02) every text gets
-    nearly the same vector (pairwise cosine > 0.999), so a cosine check against it proves nothing."""
-    import shutil
-
-    import torch
-    from transformers import AutoModel
-
-    out = tmp_path_factory.mktemp("lively-bert")
-    net = AutoModel.from_pretrained(tiny_bert_dir)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            # shared by every text (positions, token types) stays small, so the words tell texts apart
-            scale = 0.02 if "position" in name or "token_type" in name else 1.0 if "word" in name else 0.3
-            if "LayerNorm" not in name:
-                p.copy_(torch.randn(p.shape, generator=generator) * scale)
-    net.save_pretrained(out)
-    for file in tiny_bert_dir.iterdir():
-        if file.name.startswith(("tokenizer", "special_tokens", "vocab")):
-            shutil.copy(file, out / file.name)
-    return out
+    return build_lively_bert(tiny_bert_dir, tmp_path_factory.mktemp("lively-bert"))
 
 
 @pytest.fixture(scope="module")

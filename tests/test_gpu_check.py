@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import one_torch_thread, tiny_bert_dir  # noqa: F401  (fixtures)
+from _tiny_models import build_lively_bert, one_torch_thread, tiny_bert_dir  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
@@ -127,25 +127,7 @@ def test_arguments():
 
 @pytest.fixture(scope="module")
 def lively_bert_dir(tmp_path_factory, tiny_bert_dir) -> Path:  # noqa: F811
-    """The tiny BERT with larger random weights, so that texts get different vectors: at BERT's
-    init every text gets nearly the same one, and a cosine check against it proves nothing."""
-    import shutil
-
-    from transformers import AutoModelForMaskedLM
-
-    out = tmp_path_factory.mktemp("lively-bert")
-    net = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)  # its MLM head too, as mep trains it
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            scale = 0.02 if "position" in name or "token_type" in name else 1.0 if "word" in name else 0.3
-            if "LayerNorm" not in name:
-                p.copy_(torch.randn(p.shape, generator=generator) * scale)
-    net.save_pretrained(out)
-    for file in tiny_bert_dir.iterdir():
-        if file.name.startswith(("tokenizer", "special_tokens", "vocab")):
-            shutil.copy(file, out / file.name)
-    return out
+    return build_lively_bert(tiny_bert_dir, tmp_path_factory.mktemp("lively-bert"), masked_lm=True)
 
 
 def test_the_cpu_dry_run_runs_every_check_and_resumes_at_the_saved_step(tmp_path, lively_bert_dir):
