@@ -164,10 +164,19 @@ def test_a_bad_update_is_one_clear_error_and_changes_nothing(tmp_path, corpora, 
     unchanged(idx, sums)
 
 
-def test_an_index_that_cannot_remove_says_so(tmp_path, corpora, tiny_bert_dir):
-    first, _ = corpora
+def test_hnsw_removes_by_marking_and_an_index_that_cannot_remove_says_so(tmp_path, corpora, tiny_bert_dir,
+                                                                         monkeypatch):
+    from structret_indexes.hnsw import HNSWIndex
+
+    first, later = corpora
     idx = build(tmp_path, first, tiny_bert_dir, "hnsw")
-    output = run("index", "--out", idx, "--remove", ids_of(idx)[0], code=1)
+    gone, kept = ids_of(idx)
+    assert "added 2, removed 1; it holds 3 vectors" in run("index", "--out", idx, "--add", later, "--remove", gone)
+    loaded = load_index(idx)
+    assert len(loaded) == 3 and gone not in loaded.index.ids and kept in loaded.index.ids
+    assert gone not in found_ids(run("search", idx, "read the configuration file", "-k", "3", "--lines", "0"))
+    monkeypatch.delattr(HNSWIndex, "remove")  # an index kind without remove, as milvus
+    output = run("index", "--out", idx, "--remove", kept, code=1)
     assert "'hnsw' index, which cannot remove ids" in output
 
 

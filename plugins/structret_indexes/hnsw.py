@@ -17,6 +17,7 @@ from structret.indexing import (
     base_meta,
     check_ids,
     check_metric,
+    check_removal,
     read_ids,
     read_index_meta,
     write_ids,
@@ -63,6 +64,11 @@ class HNSWIndex:
     With ``metric="ip"`` on vectors of varying length (unnormalized CLS or T5 vectors)
     the graph is weaker than on unit vectors: raise ``ef`` (on clustered test data,
     recall@10 went from 0.91 at ef=100 to 0.97 at ef=200 and 0.99 at ef=400).
+
+    ``remove`` marks vectors deleted (hnswlib's ``mark_deleted``: searches skip them, the graph
+    keeps them as waypoints, its file keeps the marks); an id removed and added again gets a new
+    label. Label i is the i-th vector ever added; ``ids.json`` lists every label's id and
+    ``structret.json`` the removed labels, so a saved index removes alike.
     """
 
     name = "hnsw"
@@ -97,19 +103,27 @@ class HNSWIndex:
             max_elements=int(max_elements or _INITIAL_CAPACITY), M=self.M,
             ef_construction=self.ef_construction, random_seed=self.seed,
         )
-        self._ids: list[str] = []
-        self._id_set: set[str] = set()
+        self._ids: list[str] = []  # by label, the removed ones too
+        self._deleted: set[int] = set()  # labels marked deleted
+        self._label: dict[str, int] = {}  # id -> its live label
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._label)
 
     @property
     def ids(self) -> list[str]:
-        return list(self._ids)
+        return [i for label, i in enumerate(self._ids) if label not in self._deleted]
+
+    def remove(self, ids: Sequence[str]) -> None:
+        """Mark ``ids`` deleted (contracts.OPTIONAL["index"]["remove"])."""
+        for i in check_removal(ids, self._label):
+            label = self._label.pop(i)
+            self._graph.mark_deleted(label)
+            self._deleted.add(label)
 
     def add(self, ids: Sequence[str], vectors: Any) -> None:
         vectors = as_matrix(vectors, self.dim)
-        ids = check_ids(ids, len(vectors), self._id_set)
+        ids = check_ids(ids, len(vectors), self._label)
         if not ids:
             return
         start, end = len(self._ids), len(self._ids) + len(ids)
@@ -119,7 +133,7 @@ class HNSWIndex:
         # hnswlib labels are integers: label i is the i-th id added
         self._graph.add_items(vectors, np.arange(start, end, dtype=np.uint64), num_threads=self._threads)
         self._ids.extend(ids)
-        self._id_set.update(ids)
+        self._label.update(zip(ids, range(start, end)))
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
         """Scores [n, k'] best first and their ids; k' = min(k, len(self))."""
@@ -150,18 +164,24 @@ class HNSWIndex:
             write_ids(tmp, self._ids)
             options = {"M": self.M, "ef_construction": self.ef_construction, "ef": self.ef, "seed": self.seed,
                        "threads": self.threads}
-            write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), options, meta))
+            saved = base_meta(self.name, self.dim, self.metric, len(self), options, meta)
+            if self._deleted:  # older indexes have none, and no such key
+                saved["deleted_labels"] = sorted(self._deleted)
+            write_meta(tmp, saved)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "HNSWIndex":
         meta = read_index_meta(path, cls.name)
-        dim, count = meta["dim"], meta["count"]
+        deleted = meta.get("deleted_labels") or []
+        dim, count = meta["dim"], meta["count"] + len(deleted)  # the file holds the removed ones too
         file = os.path.join(path, INDEX_FILE)
         stored_count, stored_dim = _stored_shape(file)
-        if (stored_count, stored_dim) != (count, dim):
+        if (stored_count, stored_dim) != (count, dim) or not all(isinstance(d, int) and 0 <= d < count
+                                                                 for d in deleted):
             raise ArtifactError(
                 f"{file} holds {stored_count} vectors of dimension {stored_dim}, but structret.json says "
-                f"{count} vectors of dimension {dim}; the index is damaged or was edited, rebuild it."
+                f"{count} vectors of dimension {dim} ({len(deleted)} removed); the index is damaged or was "
+                f"edited, rebuild it."
             )
         options = meta.get("options") or {}
         known = {key: options[key] for key in ("M", "ef_construction", "ef", "seed", "threads") if key in options}
@@ -172,8 +192,9 @@ class HNSWIndex:
         except RuntimeError as exc:
             raise ArtifactError(f"hnswlib cannot read {file} ({exc}); rebuild the index.") from None
         index._ids = read_ids(path, count)
-        index._id_set = set(index._ids)
-        if len(index._id_set) != count:
+        index._deleted = set(deleted)
+        index._label = {i: label for label, i in enumerate(index._ids) if label not in index._deleted}
+        if len(index._label) != count - len(index._deleted):
             raise ArtifactError(f"{os.path.join(path, 'ids.json')} repeats ids; the index is damaged, rebuild it.")
         return index
 
