@@ -64,6 +64,8 @@ RULES: dict[str, str] = {
                       "tensor, this process's mean over what it counted, and a scalar tensor, how many it counted",
     "loss-graph": "a loss is computed from the tensors the trainer passes in, so it carries their graph: not "
                   "detached, not rebuilt from .item() or under torch.no_grad()",
+    "loss-mean": "an auxiliary loss's first value is a mean over what it counted, not a sum: the same passages "
+                 "twice give the same mean and twice the count",
     "extractor-spans": "extract(text) returns Entity spans into the text: 0 <= start < end <= len(text) and "
                        "text[start:end] == entity.text",
     "linearizer-parents": "linearize(record) returns None or a Sequence whose parents (if any) give one index "

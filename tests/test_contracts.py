@@ -161,6 +161,16 @@ class Twin(ObjectiveDefaults):  # calls itself what the built-in contrastive obj
         return vectors.pow(2).mean(), torch.tensor(1.0)
 
 
+class SummedAux(ObjectiveDefaults):
+    name, role = "summed-aux", "auxiliary"
+
+    def check(self, backbone):
+        pass
+
+    def loss(self, backbone, passages, vectors, targets):
+        return vectors.pow(2).sum(dim=1).sum(), torch.tensor(float(len(vectors)))  # a sum, not a mean
+
+
 class PastTheEnd:
     def extract(self, text, language=None):
         from structret.records import Entity
@@ -181,6 +191,7 @@ def register_objectives(register):
     register("detached", Detached)
     register("picky", PickyCheck)
     register("twin", Twin)
+    register("summed-aux", SummedAux)
 
 
 @hookimpl
@@ -199,6 +210,8 @@ def broken_plugin(make_plugin):
     ("no-labels", "corrupt-labels", "'labels'"),
     ("dot.ted", "objective-name", "'.'"),
     ("float-aux", "auxiliary-loss", "returned float"),
+    ("summed-aux", "loss-mean", "twice: mean"),
+    ("detached", "loss-graph", "no gradient"),
 ])
 def test_a_broken_objective_is_named_with_its_rule(broken_plugin, name, rule, said):
     with pytest.raises(ContractError) as info:
