@@ -78,7 +78,9 @@ class BenchResult:
             cells.append(f"{row['seconds']:.1f}")
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-        lines.append("Scores ×100. " + " ".join(self.notes))
+        lines.append("Scores ×100, higher is better (the Python API returns the same measures as fractions, 0 to 1). "
+                     "seconds: wall time of the row, encoding or indexing the documents and the queries and scoring "
+                     "them (vectors reused from the cache cost nothing). " + " ".join(self.notes))
         if self.settings:
             lines.append("")
             lines += [f"- {system}: {text}" for system, text in self.settings.items()]

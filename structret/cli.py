@@ -262,7 +262,7 @@ def linearize(path, linearizer, language, options):
 
 _data_options = [
     click.option("--data", "-d", required=True, help="FORMAT:PATH, e.g. codesearchnet:python_test_0.jsonl.gz"),
-    click.option("--split", help="Split to read (reader default when omitted)."),
+    click.option("--split", help="Split to read (default: the reader's: every row for codesearchnet; test for beir, adv, cosqa, esci, ma-amazon)."),
     click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE",
                  help="Reader option, repeatable (e.g. locale=us)."),
 ]
@@ -432,7 +432,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
               help="Folder written by 'structret encode' (with --shard: the folder holding its shard-I-of-N "
                    "folders); repeatable, to combine shards kept in several places.")
 @click.option("--data", "-d", help="FORMAT:PATH to encode and index in one go (instead of --embeddings).")
-@click.option("--split", help="Split to read.")
+@click.option("--split", help="Split to read (default: as --data's reader reads it: every row for codesearchnet).")
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
 @_apply(_backbone_options)
 @click.option("--index", "index_name", default="flat", show_default=True, help="A registered index: flat, hnsw, ...")
