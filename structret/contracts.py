@@ -335,6 +335,28 @@ def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tens
     return result
 
 
+def check_loss_mean(objective: Objective, backbone: Any, texts: list[str], rows: list[Any]) -> None:
+    """Rule loss-mean: the passages once and twice, dropout off, give one mean and twice the count."""
+    import torch
+
+    module = backbone.training_module
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            found = []
+            for times in (1, 2):
+                batch = backbone.tokenize(texts * times, kind="document", max_length=64)
+                vectors, _ = backbone.train_forward(batch, None)
+                found.append(objective.loss(backbone, batch, vectors, objective.targets(rows * times)))
+    finally:
+        module.train(was_training)
+    (once, n1), (twice, n2) = ((float(m), float(c)) for m, c in found)
+    if n1 > 0 and not (abs(twice - once) <= 1e-3 * max(1.0, abs(once)) and abs(n2 - 2 * n1) <= 1e-6 * max(1.0, n1)):
+        raise broken("objective", objective.name, "loss-mean", f"once: mean {once:.6g} over {n1:g}; twice: mean {twice:.6g} "
+                                                     f"over {n2:g}")
+
+
 def check_entities(extractor: str, text: str, entities: Any) -> list["Entity"]:
     """An extractor's spans for ``text`` (rule extractor-spans), as a list."""
     from structret.records import Entity

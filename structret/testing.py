@@ -30,6 +30,7 @@ from structret.contracts import (
     check_contrastive_loss,
     check_corrupted,
     check_entities,
+    check_loss_mean,
     check_needs,
     check_objective,
     run_check,
@@ -240,33 +241,11 @@ def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -
             raise broken("objective", name, "auxiliary-loss", f"its mean is {float(mean)}")
         if mean.requires_grad:
             mean.backward()
-        _check_mean(objective, name, backbone, texts, rows)
+        check_loss_mean(objective, backbone, texts, rows)
     report = objective.report()
     if not isinstance(report, dict) or not all(isinstance(k, str) and isinstance(v, int) for k, v in report.items()):
         raise broken("objective", name, "objective-members", f"report() returned {report!r}, not {{str: int}}")
     return {"backbone": backbone.name, "report": report}
-
-
-def _check_mean(objective: Any, name: str, backbone: Any, texts: list[str], rows: list[Any]) -> None:
-    """Rule loss-mean: the passages once and twice, dropout off, give one mean and twice the count."""
-    import torch
-
-    module = backbone.training_module
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            found = []
-            for times in (1, 2):
-                batch = backbone.tokenize(texts * times, kind="document", max_length=64)
-                vectors, _ = backbone.train_forward(batch, None)
-                found.append(objective.loss(backbone, batch, vectors, objective.targets(rows * times)))
-    finally:
-        module.train(was_training)
-    (once, n1), (twice, n2) = ((float(m), float(c)) for m, c in found)
-    if n1 > 0 and not (abs(twice - once) <= 1e-3 * max(1.0, abs(once)) and abs(n2 - 2 * n1) <= 1e-6 * max(1.0, n1)):
-        raise broken("objective", name, "loss-mean", f"once: mean {once:.6g} over {n1:g}; twice: mean {twice:.6g} "
-                                                     f"over {n2:g}")
 
 
 def _check_backbone(name: str, options: dict[str, Any]) -> dict[str, Any]:
