@@ -83,7 +83,7 @@ PROBE_TEXTS = (
     "SELECT name, COUNT(*) AS n FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY name HAVING n > 5",
 )
 
-Run = Callable[[str], Any]  # a candidate's name -> the probe texts' vectors [n, dim] (a torch tensor)
+Forward = Callable[[str], Any]  # a candidate's name -> the probe texts' vectors [n, dim] (a torch tensor)
 
 
 def cpu_key() -> str:
@@ -159,7 +159,7 @@ def time_matmul(kinds: Sequence[str], rounds: int = ROUNDS) -> dict[str, float]:
     return {k: min(v) for k, v in times.items()}
 
 
-def time_forward(run: Run, kinds: Sequence[str], rounds: int = ROUNDS) -> tuple[dict[str, float], dict[str, Any]]:
+def time_forward(run: Forward, kinds: Sequence[str], rounds: int = ROUNDS) -> tuple[dict[str, float], dict[str, Any]]:
     """Fastest seconds of ``run(kind)`` per kind, rounds alternating so load falls on all alike,
     and each kind's vectors. A kind that fails is left out (logged): it cannot be chosen."""
     times: dict[str, list[float]] = {}
@@ -194,7 +194,7 @@ def cosines(outputs: dict[str, Any]) -> dict[str, float]:
 _chosen: dict[tuple[str, str], str] = {}  # once per process and model: the re-check is per process
 
 
-def choose(run: Run, *, shape: str, source: str, candidates: Sequence[str] = CANDIDATES,
+def choose(run: Forward, *, shape: str, source: str, candidates: Sequence[str] = CANDIDATES,
            path: Path | None = None) -> str:
     """The candidate ``dtype=auto`` means for a model of ``shape`` (its config's sizes) loaded from
     ``source`` on this CPU: the override, else the cache re-checked as the module docstring says."""
