@@ -93,7 +93,14 @@ def cli(debug):
     warnings.showwarning = _show_plugin_warning
 
 
+# progress bars redraw with "\r" ten times a second: right on a terminal, hundreds of lines in a
+# redirected log, where one update per bar every 30 s (and its last) says enough
+LOG_PROGRESS_SECONDS = "30"
+
+
 def main():
+    if not sys.stderr.isatty():
+        os.environ.setdefault("TQDM_MININTERVAL", LOG_PROGRESS_SECONDS)
     cli(prog_name="structret")
 
 

@@ -65,3 +65,20 @@ def test_linearize_prints_the_papers_tables(tmp_path, fresh_registry):
             "NameLoad, a, NameLoad, b") in result.output
     assert ("None, Module, FunctionDef, FunctionDef, arguments, arg, arguments, arg, FunctionDef, body, "
             "Return, BinOpAdd, NameLoad, BinOpAdd, NameLoad") in result.output
+
+
+def test_progress_bars_update_rarely_when_stderr_is_not_a_terminal(monkeypatch):
+    import io
+    import sys
+
+    from structret import cli as cli_module
+
+    for tty, expected in ((False, cli_module.LOG_PROGRESS_SECONDS), (True, None)):
+        monkeypatch.delenv("TQDM_MININTERVAL", raising=False)
+        stream = io.StringIO()
+        stream.isatty = lambda tty=tty: tty
+        monkeypatch.setattr(sys, "stderr", stream)
+        monkeypatch.setattr(sys, "argv", ["structret", "--version"])
+        with pytest.raises(SystemExit):
+            cli_module.main()
+        assert os.environ.get("TQDM_MININTERVAL") == expected
