@@ -435,6 +435,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 
 
 @cli.command()
+@click.argument("source", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--embeddings", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Folder written by 'structret encode' (with --shard: the folder holding its shard-I-of-N "
                    "folders); repeatable, to combine shards kept in several places.")
@@ -461,9 +462,15 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
               help="Also index the texts with this lexical retriever (bm25) and fuse it with the vectors in every "
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
 @_apply(_fusion_options("With --lexical", "(recorded in the index)"))
-def index(embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
+def index(source, embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
           index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure):
-    """Build a vector index from a dataset or from encoded embeddings, or update one.
+    """Build a vector index from a source folder, a dataset or encoded embeddings, or update one.
+
+    With SOURCE, a folder of code: every language the miners read (by extension) is mined,
+    every function kept (documented or not), and indexed with BM25 per field fused with the
+    vectors (--lexical to choose another lexical side); the index records the folder. Run the
+    same command again after the code changed: only functions whose text changed are encoded
+    again, and it prints how many were added, changed, removed and reused.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
     there, encoded with the same model and text format; the error names the missing ones.
@@ -471,7 +478,7 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
     With --add or --remove, the index already in --out is updated: the new index is
     written beside it and swapped in with one rename, so an interrupted update leaves the
     previous index whole. An id to remove that the index does not hold is an error, and
-    nothing changes. Do not run two updates of one index at once: the last one wins.
+    nothing changes. Two updates of one index at once take turns (a lock beside it).
 
     \b
     With --lexical bm25 the index is hybrid: BM25 over the same texts, kept (and
@@ -480,6 +487,7 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
 
     \b
     Examples:
+      structret index ~/src/project --out runs/project        # a source folder; again later: only changes
       structret index --data codesearchnet:stdlib.jsonl.gz --split test --index hnsw --out runs/idx
       structret search runs/idx "read a config file" -k 5
       structret index --data codesearchnet:stdlib.jsonl.gz --split test --lexical bm25 --tune valid --out runs/hybrid
@@ -499,6 +507,19 @@ def index(embeddings, data, split, data_options, backbone, model, batch_size, ba
         raise click.UsageError("give --fusion or --tune, not both")
     if tune_measure and not tune_split:
         raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
+    if source is not None:
+        if embeddings or data is not None or add is not None or remove or tune_split:
+            raise click.UsageError("SOURCE indexes a folder of code; --embeddings, --data, --add, --remove and "
+                                   "--tune do not go with it")
+        from structret.api import index_source
+
+        _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
+                   index_options=index_options)
+        done = index_source(source, out, model=_model(backbone, model, backbone_options), kind=index_name,
+                            metric=metric, lexical=lexical or "bm25-fields", fusion=_fusion(fusion), batch_size=batch_size,
+                            **parse_options(index_options))
+        click.echo(f"{done.summary()}; the index is in {out}")
+        return
     if lexical and (embeddings or add is not None or remove):
         raise click.UsageError("--lexical builds a hybrid index from --data (an update keeps the index's own lexical "
                                "side); --embeddings carry no texts to index")

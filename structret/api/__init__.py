@@ -10,6 +10,7 @@ torch and transformers are imported only when a model is loaded or trained.
 from structret.api.datasets import load_dataset
 from structret.api.encoding import EncodeResult, encode_dataset
 from structret.api.indexes import Hit, SearchIndex, build_index, index_embeddings, load_index
+from structret.api.sources import SourceIndexResult, index_source
 from structret.api.updates import UpdateResult, update_index
 from structret.api.models import Model, load_model, new_model, open_model
 from structret.api.runs import Run, evaluate, train, tune_fusion
@@ -18,6 +19,6 @@ from structret.figures import plot_figures
 
 __all__ = [
     "EncodeResult", "Hit", "Model", "Run", "SearchIndex", "build_index", "encode_dataset", "evaluate",
-    "index_embeddings", "load_dataset", "load_index", "load_model", "new_model", "open_model",
-    "plot_figures", "train", "tune_fusion", "UpdateResult", "update_index", "verify_tree",
+    "index_embeddings", "index_source", "load_dataset", "load_index", "load_model", "new_model", "open_model",
+    "plot_figures", "train", "tune_fusion", "SourceIndexResult", "UpdateResult", "update_index", "verify_tree",
 ]

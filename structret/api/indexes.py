@@ -199,7 +199,7 @@ class SearchIndex:
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)
-_SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical")
+_SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
 LEXICAL_DIR = "lexical"
 LEXICAL_IDS = "ids.json"
 

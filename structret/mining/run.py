@@ -118,6 +118,7 @@ def mine(
     workers: int = 1,
     chunk_files: int = DEFAULT_CHUNK_FILES,
     structure_pairs: bool = False,
+    every_function: bool = False,
 ) -> MineReport:
     """Mine every ``language`` file under ``src`` into a CodeSearchNet jsonl(.gz) at ``out``.
 
@@ -130,6 +131,10 @@ def mine(
     that was interrupted leaves its finished shards behind, and the same call again
     mines only the others. Duplicates are dropped while merging, so ``out`` is the same
     bytes for any ``workers`` and ``chunk_files``.
+
+    ``every_function``: keep every function the miner finds, whatever CodeSearchNet's rules say
+    (tests, dunders, short or undocumented code): what an index of one's own code wants
+    (``structret index SOURCE``); its query is its docstring's summary, else its name's words.
 
     ``structure_pairs``: a function without a docstring that passes the other rules becomes a
     row too, its query taken from its structure (``rules.structure_pair``: a leading comment,
@@ -161,7 +166,8 @@ def mine(
     files = list(source_files(root, extensions, frozenset(exclude)))
     report.files_seen = len(files)
     job = Job(root=str(root), language=language, repo=repo, sha=git_head(root), splits=splits,
-              standard_methods=standard_methods, structure_pairs=bool(structure_pairs))
+              standard_methods=standard_methods, structure_pairs=bool(structure_pairs),
+              every_function=bool(every_function))
     shard_dir = out_path.with_name(out_path.name + SHARDS_SUFFIX)
     shards = plan_shards(job, files, int(chunk_files), shard_dir)
     report.shards = len(shards)

@@ -27,6 +27,7 @@ from structret.mining.rules import (
     Miner,
     docstring_summary,
     drop_rule,
+    name_words,
     partition_of,
     structure_pair,
     tokenize_docstring,
@@ -53,6 +54,7 @@ class Job:
     splits: tuple[float, float, float]
     standard_methods: frozenset[str]
     structure_pairs: bool = False  # rows from functions without a docstring (rules.structure_pair)
+    every_function: bool = False  # no rule drops a function (an index of one's own code)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ def plan_shards(job: Job, files: list[Path], chunk_files: int, shard_dir: Path) 
     except Exception:  # running from a source tree that was never installed
         code_version = "unknown"
     settings = json.dumps([_SHARD_FORMAT, code_version, job.root, job.language, job.repo, job.sha, job.splits]
-                          + ([True] if job.structure_pairs else []))
+                          + ([True] if job.structure_pairs else []) + (["every"] if job.every_function else []))
     shards = []
     for n, start in enumerate(range(0, len(files), chunk_files)):
         chunk = files[start : start + chunk_files]
@@ -217,7 +219,9 @@ def _mine_file(job: Job, rel: str, miner: Miner) -> dict:
     rows = []
     for fn in functions:
         summary_tokens = tokenize_docstring(docstring_summary(fn.docstring))
-        rule = drop_rule(fn, summary_tokens, job.standard_methods)
+        rule = None if job.every_function else drop_rule(fn, summary_tokens, job.standard_methods)
+        if job.every_function and not summary_tokens:  # its name says what it is, for the lexical side too
+            summary_tokens = name_words(fn.func_name) or [fn.func_name]
         if rule == RULE_NO_DOC and job.structure_pairs:
             pair = structure_pair(fn)
             if pair is not None:
