@@ -64,6 +64,7 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
     from structret.api.indexes import SearchIndex, build_index, load_index
     from structret.api.models import Model, load_model
     from structret.api.updates import update_lock
+    from structret.contracts import optional
     from structret.data import load_dataset
     from structret.mining import mine
     from structret.vector_cache import VectorCache, cache_key
@@ -99,7 +100,7 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         result.gone = sum((before - now).values())
         result.unchanged = len(texts) - result.new
         backbone = model.backbone
-        fingerprint = getattr(backbone, "fingerprint", None)
+        fingerprint = optional("backbone", backbone, "fingerprint")
         if fingerprint is not None:
             from structret.artifacts import cache_dir
 
