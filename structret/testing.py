@@ -36,7 +36,7 @@ from structret.contracts import (
     run_check,
 )
 from structret.errors import ContractError, PluginError, StructretError
-from structret.records import CodeRecord, Dataset, Entity, ItemRecord
+from structret.records import CodeRecord, Dataset, ItemRecord
 from structret.registry import get_registry
 
 WORDS = (
