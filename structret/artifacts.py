@@ -264,13 +264,14 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True, full:
         raise ArtifactError(f"{file} is missing, so the files of {directory} cannot be checked: it was saved by a "
                             f"structret older than checksums, or the file was deleted. {rebuild_hint(directory)}. "
                             f"Or pass --no-verify to use it unchecked, at the risk of wrong results.")
+    manifest = file.read_bytes()
     try:
-        sums = json.loads(file.read_text(encoding="utf-8"))
+        sums = json.loads(manifest.decode("utf-8"))
         wanted = {str(name): (int(want["bytes"]), str(want["sha256"])) for name, want in sums.items()}
     except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError):
         raise ArtifactError(f"{file} is damaged, so {directory} cannot be checked. "
                             f"{rebuild_hint(directory)}.") from None
-    stamp = _stamp_path(directory, file)
+    stamp = _stamp_path(directory, manifest)
     stamped = None if full else _read_stamp(stamp)
     seen: dict[str, list[int]] = {}
     for name, (size, sha256) in sorted(wanted.items()):
@@ -302,7 +303,7 @@ def verify_tree(path: str | os.PathLike) -> list[tuple[Path, int, int]]:
     """Fully check (every byte hashed, stamps ignored and renewed) each artifact at or under ``path``:
     every folder holding a checksums.json. ``[(folder, files, bytes)]``; ArtifactError at the first bad one."""
     root = Path(path)
-    folders = sorted({p.parent for p in root.rglob(CHECKSUMS_FILE)} | ({root} if (root / CHECKSUMS_FILE).is_file() else set()))
+    folders = sorted({p.parent for p in root.rglob(CHECKSUMS_FILE)})  # rglob finds root's own too
     if not folders:
         _refuse_if_not_an_artifact(root)  # says what is missing
         raise ArtifactError(f"{root} holds no {CHECKSUMS_FILE}, so nothing in it can be checked; "
@@ -325,10 +326,10 @@ def _stat(path: Path) -> list[int]:
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _stamp_path(directory: Path, checksums: Path) -> Path:
+def _stamp_path(directory: Path, manifest: bytes) -> Path:
     import hashlib
 
-    key = hashlib.sha256(str(directory.resolve()).encode() + b"\0" + checksums.read_bytes()).hexdigest()
+    key = hashlib.sha256(str(directory.resolve()).encode() + b"\0" + manifest).hexdigest()
     return cache_dir() / STAMPS / f"{key[:32]}.json"
 
 

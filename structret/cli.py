@@ -470,7 +470,7 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
     every function kept (documented or not), and indexed with BM25 per field fused with the
     vectors (--lexical to choose another lexical side); the index records the folder. Run the
     same command again after the code changed: only functions whose text changed are encoded
-    again, and it prints how many were added, changed, removed and reused.
+    again, and it prints how many are new or edited, gone and unchanged.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
     there, encoded with the same model and text format; the error names the missing ones.

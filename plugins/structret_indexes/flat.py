@@ -46,7 +46,11 @@ _BF16_UNIT = 2.0 ** -8
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Column positions of the k largest scores in each row (unordered); ties go to the lower column."""
+    """Column positions of the k largest scores in each row (unordered); ties go to the lower column.
+
+    Ties are real (duplicate documents are common in code corpora); breaking them by
+    position, here and when merging chunks, makes rankings reproducible.
+    """
     width = scores.shape[1]
     if k >= width:
         return np.broadcast_to(np.arange(width), scores.shape).copy()
@@ -172,7 +176,7 @@ class FlatIndex:
 
     def _search_numpy(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The fp32 search without torch: numpy's product, argpartition (single-threaded), the same ranking."""
-        step, chunk = self._blocks(len(queries))
+        step, chunk = self._blocks()
         scores = np.empty((len(queries), k), dtype=np.float32)
         rows = np.empty((len(queries), k), dtype=np.int64)
         for start in range(0, len(queries), step):
@@ -192,7 +196,7 @@ class FlatIndex:
             self._scores_in_bf16 = bf16_scoring_pays() if self.scoring == "auto" else self.scoring == "bf16"
         return self._scores_in_bf16
 
-    def _blocks(self, queries: int) -> tuple[int, int]:
+    def _blocks(self) -> tuple[int, int]:
         """(queries, vectors) per step: the scores of one step fit the budget."""
         chunk = min(self.chunk_size, self._count)
         return max(1, _SCORE_BUDGET // chunk), chunk
@@ -201,7 +205,7 @@ class FlatIndex:
         """Exact fp32 top-k of every query: best first, ties to the earlier-added vector."""
         import torch
 
-        step, chunk = self._blocks(len(q))
+        step, chunk = self._blocks()
         scores = torch.empty((len(q), k), dtype=torch.float32)
         rows = torch.empty((len(q), k), dtype=torch.int64)
         for start in range(0, len(q), step):
@@ -237,7 +241,7 @@ class FlatIndex:
             self._bf16 = (stored.to(torch.bfloat16), float(torch.linalg.vector_norm(stored, dim=1).max()))
         low, max_norm = self._bf16
         wanted = min(self._count, 2 * k + 32)  # candidates: enough that the k-th exact score clears the bound
-        step, chunk = self._blocks(len(q))
+        step, chunk = self._blocks()
         scores = torch.empty((len(q), k), dtype=torch.float32)
         rows = torch.empty((len(q), k), dtype=torch.int64)
         unsure: list[int] = []

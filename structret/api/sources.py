@@ -10,7 +10,6 @@ vector_cache), and the result says how many functions are new or edited, gone, a
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections import Counter
@@ -43,25 +42,22 @@ class SourceIndexResult:
                 f"{self.reused} vectors reused")
 
 
-def languages_in(path: str | os.PathLike) -> dict[str, str]:
-    """``{language: miner name}`` for every registered miner with at least one file under ``path``."""
+def languages_in(path: str | os.PathLike) -> list[str]:
+    """The languages (registered miners' names) with at least one file under ``path``."""
     from structret.mining.sources import DEFAULT_EXCLUDE, source_files
     from structret.registry import get_registry
 
     registry = get_registry()
-    found = {}
-    for name in registry.names("miner"):
-        miner = registry.create("miner", name)
-        if next(source_files(Path(path), tuple(miner.extensions), frozenset(DEFAULT_EXCLUDE)), None) is not None:
-            found[name] = name
-    return found
+    return [name for name in registry.names("miner")
+            if next(source_files(Path(path), tuple(registry.create("miner", name).extensions),
+                                 frozenset(DEFAULT_EXCLUDE)), None) is not None]
 
 
 def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any = "minilm", kind: str = "flat",
                  metric: str = "ip", lexical: str | None = "bm25-fields", fusion: Any = None, batch_size: int = 32,
                  show_progress: bool = True, **index_options: Any) -> SourceIndexResult:
     """Index every function under the folder ``path`` into ``out`` (see the module docstring)."""
-    from structret.api.indexes import SearchIndex, build_index, load_index
+    from structret.api.indexes import build_index
     from structret.api.models import Model, load_model
     from structret.api.updates import update_lock
     from structret.contracts import optional
@@ -91,10 +87,11 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
                 ids.append(doc_id)
                 texts.append(model.text(record, "document"))
     if not ids:
-        raise DataError(f"no function under {source} passed the miners' rules (structret mine --help says them).")
+        raise DataError(f"the miners found no function in the files under {source} ({', '.join(languages)}); "
+                        f"'structret mine {source} --language LANG' shows which files they skipped and why.")
     result.functions = len(ids)
     with update_lock(out):
-        before = Counter(_previous_texts(out, load_index).values())
+        before = Counter(_previous_texts(out).values())
         now = Counter(texts)
         result.new = sum((now - before).values())
         result.gone = sum((before - now).values())
@@ -113,17 +110,22 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
             result.encoded = len(texts)
         built = build_index(model, vectors=vectors, ids=ids, texts=texts, kind=kind, metric=metric, lexical=lexical,
                             fusion=fusion, **index_options)
-        built.meta["source"] = {"path": str(source), "languages": result.languages,
-                                "digest": hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]}
+        built.meta["source"] = {"path": str(source), "languages": result.languages}
         built.save(out)
     return result
 
 
-def _previous_texts(out: str | os.PathLike, load_index: Any) -> dict[str, str]:
-    """The texts of the index already at ``out`` (empty: none, or one without texts)."""
+def _previous_texts(out: str | os.PathLike) -> dict[str, str]:
+    """The texts of the index already at ``out`` (empty: none, one without texts, or a damaged one,
+    which is replaced: then everything counts as new). Only the texts are read, not the index."""
+    from structret.artifacts import verify_checksums
+    from structret.embeddings import read_index_texts
+    from structret.errors import ArtifactError
+
     if not (Path(out) / "structret.json").is_file():
         return {}
     try:
-        return dict(load_index(out).texts or {})
-    except Exception:  # noqa: BLE001 - a damaged old index is replaced, and everything counts as added
+        verify_checksums(out)
+    except ArtifactError:
         return {}
+    return read_index_texts(out)[0]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from structret.artifacts import CHECKSUMS_FILE
 from structret.errors import PluginError, StructretError
 from structret.records import Entity
 from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python, objectives
@@ -158,7 +159,7 @@ class Searcher:
         if not getattr(self.index, "path", None):
             return None
         try:
-            st = os.stat(os.path.join(self.index.path, "checksums.json"))
+            st = os.stat(os.path.join(self.index.path, CHECKSUMS_FILE))
         except OSError:  # mid-swap, or gone: keep serving what is loaded
             return None
         return st.st_ino, st.st_mtime_ns, st.st_size
