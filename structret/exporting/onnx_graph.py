@@ -132,8 +132,8 @@ def fuse_graph(path: Path, config: Any) -> None:
 # quantization gives each activation one scale per tensor, and the feed-forward blocks' activations
 # have outliers: on all-MiniLM-L6-v2 quantizing every weight matrix gave min cosine 0.975 on code
 # (mean 0.992), keeping the FFN output projections fp32 0.984, keeping both FFN matrices 0.994.
-# Measured again on the fused graph (benchmarks/bench_int8.py, 800 stdlib functions): 0.984 / 0.993 /
-# 0.997, at 1.6x / 1.4x / 1.2x torch fp32's speed: each level kept fp32 gives back much of int8's gain.
+# Measured again on the fused graph (benchmarks/bench_int8.py --texts 400, AMX Xeon, quiet): 0.984 / 0.993 /
+# 0.997, at 1.76x / 1.27x / 1.06x torch fp32's speed: each level kept fp32 gives back much of int8's gain.
 # The outliers sit in a few channels (MiniLM's hidden channel 99 reaches 30 where most stay under 2),
 # and SmoothQuant-style rescaling of those channels did not bring "none" to 0.99 (0.968-0.986).
 INT8_LEVELS = {
