@@ -190,12 +190,17 @@ def _options_text(registry, name, kind=None):
 @click.option("--structure-pairs", is_flag=True,
               help="Also keep functions without a docstring, with a query from their structure: the comment "
                    "opening the body, else the name's words and parameters (the row's pair_kind says which).")
-def mine(src, language, out, repo, exclude, workers, chunk_files, structure_pairs):
+@click.option("--splits", metavar="TRAIN/VALID/TEST",
+              help="Draw train/valid/test partitions, as percentages (e.g. 80/10/10). A file's functions go "
+                   "to one split, chosen by a hash of its path, so a re-run puts them in the same split. "
+                   "Default: no split; every row is read when a command's --split is left out.")
+def mine(src, language, out, repo, exclude, workers, chunk_files, structure_pairs, splits):
     """Turn a source tree into a CodeSearchNet-format corpus.
 
     Applies CodeSearchNet's rules (query = first docstring paragraph; drops short
     queries, short functions, dunder methods and constructors, names with 'test',
-    duplicate code) and splits train/valid/test by file path.
+    duplicate code). With --splits, also draws train/valid/test by file path; without,
+    every row is for searching (and for --split-less training and bench).
 
     Long runs resume: shards of --chunk-files files are written to OUT.shards/ as
     they finish; run the same command again after an interruption and only the
@@ -203,17 +208,30 @@ def mine(src, language, out, repo, exclude, workers, chunk_files, structure_pair
 
     \b
     Example:
-      structret mine /usr/lib/python3.11 --language python --out stdlib.jsonl.gz
-      structret mine ~/src/big-tree --language java --workers 8 --out big.jsonl.gz   # Ctrl-C, re-run: resumes
+      structret mine /usr/lib/python3.11 --language python --splits 80/10/10 --out stdlib.jsonl.gz
       structret bench --data codesearchnet:stdlib.jsonl.gz --split test
-      structret mine ~/src/project --language go --structure-pairs --out train.jsonl.gz   # + undocumented code
+      structret mine ~/src/big-tree --language java --workers 8 --out big.jsonl.gz   # Ctrl-C, re-run: resumes
+      structret mine ~/src/project --language go --structure-pairs --splits 90/10/0 --out train.jsonl.gz   # + undocumented code
     """
     get_registry().get("miner", language)  # unknown language: error before walking the tree
     from structret.mining import DEFAULT_EXCLUDE, mine as run_mine
 
     report = run_mine(src, language, out, repo=repo, exclude=tuple(DEFAULT_EXCLUDE) + exclude, workers=workers,
-                      chunk_files=chunk_files, structure_pairs=structure_pairs)
+                      chunk_files=chunk_files, structure_pairs=structure_pairs, splits=_percentages(splits))
     click.echo(report.summary())
+
+
+def _percentages(text: str | None) -> tuple[float, float, float] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split("/"))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or any(v < 0 for v in values) or abs(sum(values) - 100) > 1e-6:
+        raise click.BadParameter(f"'{text}': give three percentages for train/valid/test that add up to 100, "
+                                 f"e.g. 80/10/10.", param_hint="--splits")
+    return values[0] / 100, values[1] / 100, values[2] / 100
 
 
 # --- extract -------------------------------------------------------------------------
@@ -1131,8 +1149,9 @@ def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vec
               help="Name of each --model in the figures, in the same order (default: the names as given).")
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
               help="Folder for ranking-probability.png and embeddings-2d.png.")
-@click.option("--pairs", "-n", default=200, show_default=True, type=int,
-              help="Aligned pairs sampled from the split (seeded); both figures use the same ones.")
+@click.option("--pairs", "-n", type=int,
+              help="Aligned pairs sampled from the split (seeded); both figures use the same ones. "
+                   "Default: 200, or every pair when the split has fewer.")
 @click.option("--pool", type=click.Choice(["sampled", "full"]), default="sampled", show_default=True,
               help="Candidates of the softmax: the sampled pairs' documents (in-batch, as SANTA's SDA loss) "
                    "or every document of the split.")

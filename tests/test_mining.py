@@ -9,8 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+import structret
 from structret import mining
+from structret.cli import cli
 from structret.errors import DataError, PluginError
 from structret.mining import (
     RULE_DUNDER,
@@ -431,7 +434,7 @@ def test_mine_each_language_applies_every_rule(tmp_path, language):
     src = language_tree(tmp_path / "proj", language)
     out = tmp_path / "out" / "corpus.jsonl.gz"
 
-    report = mine(src, language, out, show_progress=False)
+    report = mine(src, language, out, show_progress=False, splits=(0.8, 0.1, 0.1))
 
     assert report.files_seen == 4
     assert report.files_skipped == Counter({"syntax error": 1, "not UTF-8": 1})
@@ -548,8 +551,8 @@ def test_mining_twice_gives_identical_output(tmp_path):
     for i in range(8):  # enough files for more than one split
         write_tree(src, {f"mod{i}/m.py": PYTHON.replace("add_numbers", f"add_numbers_{i}")})
     first, second = tmp_path / "1.jsonl.gz", tmp_path / "2.jsonl.gz"
-    mine(src, "python", first, show_progress=False)
-    mine(src, "python", second, show_progress=False)
+    mine(src, "python", first, show_progress=False, splits=(0.8, 0.1, 0.1))
+    mine(src, "python", second, show_progress=False, splits=(0.8, 0.1, 0.1))
     assert gzip.decompress(first.read_bytes()) == gzip.decompress(second.read_bytes())
     assert first.read_bytes() == second.read_bytes()  # even the gzip header
     rows = read_rows(first)
@@ -687,19 +690,40 @@ def test_docstring_summary_and_tokens():
 
 def test_summary_accounts_for_every_function(tmp_path):
     src = language_tree(tmp_path / "proj", "python")
-    report = mine(src, "python", tmp_path / "o.jsonl.gz", show_progress=False)
+    report = mine(src, "python", tmp_path / "o.jsonl.gz", show_progress=False, splits=(0.5, 0.25, 0.25))
     text = report.summary()
     assert "10 found = 2 kept + 8 dropped" in text
     assert f"dropped, {RULE_NO_DOC}: 2" in text
     assert "site-packages" in text and "__pycache__" in text
     assert "kept by split:" in text
+    # two kept functions in one file cannot fill three splits: the summary says which are empty and why
+    assert "note: no row in" in text and "too few for these shares" in text
+
+
+def test_mine_splits_only_when_asked(tmp_path):
+    """One's own code is for searching: without splits no row has a partition, and a reader takes them all."""
+    src = language_tree(tmp_path / "proj", "python")
+    out = tmp_path / "o.jsonl.gz"
+    report = mine(src, "python", out, show_progress=False)
+    rows = read_rows(out)
+    assert len(rows) == report.kept == 2 and all(list(r) == [f for f in CSN_FIELDS if f != "partition"] for r in rows)
+    assert "not split" in report.summary() and "kept by split" not in report.summary()
+    assert len(structret.load_dataset(f"codesearchnet:{out}").corpus) == 2
+    with pytest.raises(DataError, match="have no 'partition'.*Leave out --split.*--splits 80/10/10"):
+        structret.load_dataset(f"codesearchnet:{out}", split="test")
+
+    result = CliRunner().invoke(cli, ["mine", str(src), "-l", "python", "--splits", "80/20", "--out", str(out)])
+    assert result.exit_code == 2 and "three percentages for train/valid/test" in result.output
+    result = CliRunner().invoke(cli, ["mine", str(src), "-l", "python", "--splits", "0/0/100", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert {r["partition"] for r in read_rows(out)} == {"test"}
 
 
 @pytest.mark.slow
 def test_mine_the_standard_librarys_json_package(tmp_path):
     src = Path(json.__file__).parent
     out = tmp_path / "json.jsonl.gz"
-    report = mine(src, "python", out, show_progress=False)
+    report = mine(src, "python", out, show_progress=False, splits=(0.8, 0.1, 0.1))
     assert report.files_seen >= 4 and not report.files_skipped
     assert report.kept > 5
     assert report.functions_found == report.kept + sum(report.dropped.values())

@@ -116,6 +116,7 @@ def read(path: str, *, split: str | None = None, language: str | None = None,
     queries: dict[str, Query] = {}
     qrels: dict[str, dict[str, int]] = {}
     pairs: list[tuple[str, str]] = []
+    unsplit = 0  # rows asked for by split that have no partition: a file mined without --splits
 
     for file in files:
         for lineno, where, row in iter_jsonl(file.path, stats, file.display, limit):
@@ -123,6 +124,7 @@ def read(path: str, *, split: str | None = None, language: str | None = None,
                 if split and file.split is None:
                     partition = get_str(row, "partition")
                     if not partition:
+                        unsplit += 1
                         raise BadRow("missing field 'partition'")
                     if partition != split:
                         raise LeftOut(f"partition is not '{split}'")
@@ -166,5 +168,11 @@ def read(path: str, *, split: str | None = None, language: str | None = None,
             qrels[rid] = {rid: 1}
             pairs.append((rid, rid))
 
+    if split and not corpus and unsplit:
+        raise DataError(
+            f"{READER} {path}: split '{split}' asked for, but {unsplit} row(s) have no 'partition' "
+            f"(mined without --splits). Leave out --split to use every row, or mine again with "
+            f"--splits 80/10/10."
+        )
     return Dataset(name=READER, corpus=corpus, queries=queries, qrels=qrels, stats=stats, pairs=pairs,
                    task=CODE_SEARCH)

@@ -55,10 +55,15 @@ def aligned_pairs(dataset) -> list[tuple[str, str]]:
     return pairs
 
 
-def sample_pairs(dataset, n: int, *, seed: int = 0, where: str = "") -> list[tuple[str, str]]:
-    """``n`` aligned pairs drawn without replacement (seeded), in the dataset's order."""
+DEFAULT_PAIRS = 200  # SANTA's figures use a sample; more pairs make Fig. 4's scatter unreadable
+
+
+def sample_pairs(dataset, n: int | None, *, seed: int = 0, where: str = "") -> list[tuple[str, str]]:
+    """``n`` aligned pairs drawn without replacement (seeded), in the dataset's order; ``None``:
+    ``DEFAULT_PAIRS``, or every pair when the dataset has fewer."""
     pairs = aligned_pairs(dataset)
     where = where or dataset.name
+    n = min(DEFAULT_PAIRS, len(pairs)) if n is None else n
     if len(pairs) < 2:
         raise DataError(f"{where} has {len(pairs)} aligned (query, document) pair{'s' * (len(pairs) != 1)}; the "
                         f"figures need at least 2. {dataset.stats.summary()}")
@@ -93,7 +98,7 @@ def _labels(names: Sequence[str]) -> list[str]:
 
 
 def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: str | None = "test",
-                 data_options: dict[str, Any] | None = None, pairs: int = 200, pool: str = "sampled",
+                 data_options: dict[str, Any] | None = None, pairs: int | None = None, pool: str = "sampled",
                  similarity: str | None = None, temperature: float | None = None, projection: str = "tsne",
                  links: bool = False, seed: int = 0, batch_size: int = 32, labels: Sequence[str] | None = None,
                  echo=None) -> FiguresReport:

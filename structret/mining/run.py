@@ -47,6 +47,7 @@ class MineReport:
     functions_found: int = 0
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
+    splits: tuple[float, float, float] | None = None
     by_split: Counter = field(default_factory=Counter)
     # kept rows whose query came from a function's structure (--structure-pairs), by pair kind
     structure: Counter = field(default_factory=Counter)
@@ -86,7 +87,15 @@ class MineReport:
         if self.structure:
             lines.append(f"    of the kept, from functions without a docstring (--structure-pairs): "
                          + ", ".join(f"{kind} {n}" for kind, n in sorted(self.structure.items())))
-        lines.append("  kept by split: " + ", ".join(f"{s} {self.by_split[s]}" for s in SPLIT_NAMES))
+        if self.splits:
+            lines.append("  kept by split: " + ", ".join(f"{s} {self.by_split[s]}" for s in SPLIT_NAMES))
+            empty = [s for s in SPLIT_NAMES if not self.by_split[s]]
+            if empty and self.kept:
+                lines.append(f"  note: no row in {' or '.join(empty)}: splits are drawn per file (a hash of its path), "
+                             f"and {self.files_seen} file(s) are too few for these shares; mine without --splits "
+                             f"to search every row, or give larger shares to the empty split(s)")
+        else:
+            lines.append("  not split: every row is in the file without a partition (--splits to draw train/valid/test)")
         shards = (f"  {self.shards} shard{'s' if self.shards != 1 else ''}, "
                   f"{self.workers} worker process{'es' if self.workers > 1 else ''}")
         if self.shards_reused:
@@ -112,7 +121,7 @@ def mine(
     out: str | os.PathLike,
     *,
     repo: str | None = None,
-    splits: Sequence[float] = (0.8, 0.1, 0.1),
+    splits: Sequence[float] | None = None,
     exclude: Sequence[str] = DEFAULT_EXCLUDE,
     show_progress: bool = True,
     workers: int = 1,
@@ -132,6 +141,11 @@ def mine(
     mines only the others. Duplicates are dropped while merging, so ``out`` is the same
     bytes for any ``workers`` and ``chunk_files``.
 
+    ``splits``: shares of train, valid and test, e.g. ``(0.8, 0.1, 0.1)``; each file's functions go to
+    one split, drawn from a hash of its relative path (``rules.partition_of``), so the same file lands
+    in the same split on every run. ``None`` (the default): rows carry no ``partition`` and a reader
+    takes them all, as one's own code to search wants.
+
     ``every_function``: keep every function the miner finds, whatever CodeSearchNet's rules say
     (tests, dunders, short or undocumented code): what an index of one's own code wants
     (``structret index SOURCE``); its query is its docstring's summary, else its name's words.
@@ -148,7 +162,7 @@ def mine(
     root = Path(src).expanduser().resolve()
     if not root.is_dir():
         raise DataError(f"{src}: not a directory. Pass the root of the source tree to mine.")
-    splits = check_splits(splits)
+    splits = check_splits(splits) if splits is not None else None
     if int(workers) < 1 or int(chunk_files) < 1:
         raise ValueError(f"workers={workers}, chunk_files={chunk_files}: both must be at least 1.")
     miner = get_registry().create("miner", language)
@@ -160,7 +174,7 @@ def mine(
 
     report = MineReport(
         src=str(root), language=language, out=str(out_path), exclude=tuple(exclude), extensions=extensions,
-        workers=int(workers),
+        workers=int(workers), splits=splits,
     )
     repo = repo if repo is not None else (root.name or str(root))
     files = list(source_files(root, extensions, frozenset(exclude)))
@@ -216,6 +230,7 @@ def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO
         seen_code.add(key)
         sink.write(json.dumps(row, ensure_ascii=False) + "\n")
         report.kept += 1
-        report.by_split[row["partition"]] += 1
+        if "partition" in row:
+            report.by_split[row["partition"]] += 1
         if "pair_kind" in row:
             report.structure[row["pair_kind"]] += 1

@@ -51,7 +51,7 @@ class Job:
     language: str
     repo: str
     sha: str
-    splits: tuple[float, float, float]
+    splits: tuple[float, float, float] | None  # None: rows carry no partition
     standard_methods: frozenset[str]
     structure_pairs: bool = False  # rows from functions without a docstring (rules.structure_pair)
     every_function: bool = False  # no rule drops a function (an index of one's own code)
@@ -214,7 +214,7 @@ def _mine_file(job: Job, rel: str, miner: Miner) -> dict:
         # A bug in the miner, not in the file: one file should not cost a long
         # run, and the summary shows the error so it can be reported.
         return {"path": rel, "skip": [f"{rel}:1", "miner error", repr(exc)]}
-    partition = partition_of(rel, job.splits)
+    partition = partition_of(rel, job.splits) if job.splits is not None else None
     dropped: Counter = Counter()
     rows = []
     for fn in functions:
@@ -241,19 +241,19 @@ def _mine_file(job: Job, rel: str, miner: Miner) -> dict:
             "docstring": fn.docstring,
             "docstring_tokens": summary_tokens,
             "sha": job.sha,
-            "partition": partition,
+            **({"partition": partition} if partition else {}),
             "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}",
         })
     return {"path": rel, "found": len(functions), "dropped": dropped, "rows": rows}
 
 
-def _structure_row(job: Job, rel: str, partition: str, fn: Any, file: Path, kind: str, query: str,
+def _structure_row(job: Job, rel: str, partition: str | None, fn: Any, file: Path, kind: str, query: str,
                    code: str) -> dict:
     """A row whose query comes from the function's structure; ``pair_kind`` says how."""
     return {"repo": job.repo, "path": rel, "func_name": fn.func_name, "original_string": fn.original_string,
             "language": job.language, "code": code, "code_tokens": fn.code_tokens, "docstring": "",
-            "docstring_tokens": tokenize_docstring(query), "sha": job.sha, "partition": partition,
-            "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}", "pair_kind": kind}
+            "docstring_tokens": tokenize_docstring(query), "sha": job.sha,
+            **({"partition": partition} if partition else {}), "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}", "pair_kind": kind}
 
 
 def read_shard(job: Job, shard: Shard, miner: Miner, notes: list[str]) -> list[dict]:
