@@ -802,7 +802,10 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
 
 
 @cli.command("filter-pairs")
-@_apply(_data_options)
+@_apply([_data_options[0],
+         click.option("--split", default="train", show_default=True,
+                      help="Split whose pairs are judged; the kept rows carry it as their partition."),
+         _data_options[2]])
 @click.option("--teacher", default="minilm", show_default=True,
               help="The model that judges each pair: a backbone name or a run directory of 'structret train'.")
 @click.option("--top-k", "k", default=20, show_default=True, type=click.IntRange(min=1),
@@ -832,7 +835,6 @@ def filter_pairs(data, split, data_options, teacher, k, within, batch_size, out)
     from structret.consistency import filter_pairs as run
     from structret.retrieval import DenseRetriever, make_retriever
 
-    split = split or "train"
     _preflight(data=[data], data_options=data_options, systems=[teacher])
     dataset = _read(data, split, data_options, need=("documents", "queries"))
     judge = make_retriever(teacher, batch_size=batch_size, cache=cache_dir())
