@@ -1,4 +1,9 @@
-"""Saving artifacts so that an interrupted save never destroys the previous one."""
+"""Saving artifacts so that an interrupted save never destroys the previous one, and checking them on load.
+
+Over 400 lines because saving, checksums and the verification stamps are one protocol: a save seals
+what it wrote with checksums.json and stamps it, a load checks against both, and an update's hard-linked
+files reuse the hashes a check made; apart, each would reach into the other's internals.
+"""
 
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         if final.exists() and _exchange(tmp, final):
             # one step: there is no moment without an artifact at ``path``; tmp now holds the previous one
             shutil.rmtree(tmp, ignore_errors=True)
+            _stamp_as_written(final)
             return
         old = None
         if final.exists():
@@ -62,6 +68,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        _stamp_as_written(final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -96,8 +103,12 @@ def _clean_up_after_killed_saves(final: Path) -> None:
     if old.is_dir() and not final.exists():
         os.replace(old, final)
     pattern = re.compile(rf"^\.{re.escape(final.name)}\.(.+)\.(\d+)\.[^.]+\.tmp$")
-    for sibling in final.parent.glob(f".{glob.escape(final.name)}.*.tmp"):
-        found = pattern.match(sibling.name)
+    # a save inside a save (an index update stages a folder the index plugin then saves into) leaves
+    # ".{the staged name}.HOST.PID.x.tmp" beside it: the outer writer's pid decides for both
+    nested = re.compile(rf"^\.\.{re.escape(final.name)}\.(.+?)\.(\d+)\.[^.]+\.tmp\..+\.tmp$")
+    for sibling in [*final.parent.glob(f".{glob.escape(final.name)}.*.tmp"),
+                    *final.parent.glob(f"..{glob.escape(final.name)}.*.tmp")]:
+        found = pattern.match(sibling.name) or nested.match(sibling.name)
         if found and found.group(1) == _HOST and not _alive(int(found.group(2))):
             shutil.rmtree(sibling, ignore_errors=True)
 
@@ -127,8 +138,21 @@ def _files(directory: Path) -> list[Path]:
                   if p.is_file() and p.relative_to(directory).as_posix() != CHECKSUMS_FILE)
 
 
+# sha256 of files this process hashed or verified, by (device, inode, size, mtime): a file hard-linked
+# into a new artifact (an index update keeps its unchanged segments that way) is not read again
+_known: dict[tuple[int, int, int, int], str] = {}
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def _entry(path: Path) -> dict[str, Any]:
-    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    st = path.stat()
+    digest = _known.get(_identity(st))
+    if digest is None:
+        digest = _known[_identity(st)] = _sha256(path)
+    return {"bytes": st.st_size, "sha256": digest}
 
 
 def write_checksums(directory: str | os.PathLike) -> None:
@@ -137,17 +161,38 @@ def write_checksums(directory: str | os.PathLike) -> None:
     (directory / CHECKSUMS_FILE).write_text(json.dumps(sums, indent=1, sort_keys=True), encoding="utf-8")
 
 
+def _stamp_as_written(directory: Path) -> None:
+    """The stamp a full check would leave: this process just hashed (or linked hashed) every file, so
+    the next load need not. Taken after the swap and the old folder's removal, which change the
+    ctime of files the two folders shared."""
+    try:
+        manifest = (directory / CHECKSUMS_FILE).read_bytes()
+        names = json.loads(manifest.decode("utf-8"))
+        _write_stamp(_stamp_path(directory, manifest), {name: _stat(directory / name) for name in names})
+    except (OSError, ValueError):
+        pass  # no stamp: the next load hashes, as it always did
+
+
 def add_to_checksums(directory: str | os.PathLike, name: str) -> None:
     """List ``name`` in the checksums.json of an artifact saved already (``structret index``
     writes the texts beside the index its plugin has just saved)."""
     directory = Path(directory)
-    sums = json.loads((directory / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    before = (directory / CHECKSUMS_FILE).read_bytes()
+    sums = json.loads(before.decode("utf-8"))
     sums[name] = _entry(directory / name)
     # replaced in one rename: the artifact is in place already, and a reader must never see
     # a half-written manifest
+    after = json.dumps(sums, indent=1, sort_keys=True).encode("utf-8")
     partial = directory / f"{CHECKSUMS_FILE}.{os.getpid()}.part"
-    partial.write_text(json.dumps(sums, indent=1, sort_keys=True), encoding="utf-8")
+    partial.write_bytes(after)
     os.replace(partial, directory / CHECKSUMS_FILE)
+    # a stamp the artifact had, its files untouched since, holds for the new manifest too
+    stamped = _read_stamp(_stamp_path(directory, before))
+    try:
+        if stamped is not None and all(_stat(directory / n) == seen for n, seen in stamped.items()):
+            _write_stamp(_stamp_path(directory, after), {**stamped, name: _stat(directory / name)})
+    except OSError:
+        pass
 
 
 def checksummed(directory: str | os.PathLike, name: str) -> bool:
@@ -284,10 +329,12 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True, full:
             raise ArtifactError(f"{path} has {seen[name][0]} bytes but was saved with {size}: it is truncated "
                                 f"or overwritten. {rebuild_hint(directory)}.")
         if stamped is not None and stamped.get(name) == seen[name]:
+            _known[_identity(path.stat())] = sha256
             continue  # hashed before, untouched since
         if _sha256(path) != sha256:
             raise ArtifactError(f"{path} does not match the checksum it was saved with: the file is damaged or was "
                                 f"edited. {rebuild_hint(directory)}.")
+        _known[_identity(path.stat())] = sha256
     if META_FILE in wanted:  # a manifest that lists structret.json lists every file of its artifact
         for path in _files(directory):
             if path.relative_to(directory).as_posix() not in wanted:

@@ -200,22 +200,35 @@ def _partial(directory: str | os.PathLike) -> tuple[Path, Path]:
     return final.with_name(f"{TEXTS_FILE}.{os.getpid()}.part"), final
 
 
-def write_texts(directory: str | os.PathLike, ids: Sequence[str], texts: Sequence[str]) -> None:
-    partial, final = _partial(directory)
+# texts added by index updates, one file each after TEXTS_FILE (texts.00001.jsonl.gz, ...), so an
+# update writes only its own texts (structret.api.updates)
+_TEXTS_SEGMENT = re.compile(r"texts\.(\d{5})\.jsonl\.gz")
+
+
+def text_files(directory: str | os.PathLike) -> list[str]:
+    """The names of the texts files beside an index, in the order their rows were added."""
+    directory = Path(directory)
+    later = sorted(p.name for p in directory.glob("texts.*.jsonl.gz") if _TEXTS_SEGMENT.fullmatch(p.name))
+    return ([TEXTS_FILE] if (directory / TEXTS_FILE).is_file() else []) + later
+
+
+def write_texts(directory: str | os.PathLike, ids: Sequence[str], texts: Sequence[str], *,
+                segment: int = 0) -> None:
+    """``ids`` and their ``texts`` as TEXTS_FILE in ``directory``, or (``segment`` > 0) as the
+    ``segment``-th file of texts added since."""
+    name = f"texts.{segment:05d}.jsonl.gz" if segment else TEXTS_FILE
+    final = Path(directory) / name
+    partial = final.with_name(f"{name}.{os.getpid()}.part")
     with gzip.open(partial, "wt", encoding="utf-8") as f:
         for i, t in zip(ids, texts):
             f.write(json.dumps({"id": i, "text": t}) + "\n")
     os.replace(partial, final)
-    _list_if_saved(directory)
-
-
-def _list_if_saved(directory: str | os.PathLike) -> None:
     # beside an index its plugin has saved (and sealed with checksums.json), the texts join the
     # manifest, so a missing or damaged texts file is refused on load like any other file. A kill
     # before this line leaves the texts unlisted, which a load refuses too. Inside atomic_dir
     # there is no manifest yet: atomic_dir lists every file when it seals the directory.
     if (Path(directory) / CHECKSUMS_FILE).is_file():
-        add_to_checksums(directory, TEXTS_FILE)
+        add_to_checksums(directory, name)
 
 
 def read_index_texts(directory: str | os.PathLike, *, verify: bool = True) -> tuple[dict[str, str], str | None]:
@@ -227,18 +240,21 @@ def read_index_texts(directory: str | os.PathLike, *, verify: bool = True) -> tu
     ``verify`` is False.
     """
     directory = Path(directory)
-    file = directory / TEXTS_FILE
-    if not file.is_file():
+    if not (directory / TEXTS_FILE).is_file():
         return {}, (f"{directory} has no {TEXTS_FILE} (an index saved from Python, or 'structret index' was "
                     f"interrupted before writing it): showing ids only.")
-    if verify and not checksummed(directory, TEXTS_FILE):
-        return {}, (f"{file} is not listed in {CHECKSUMS_FILE} (the index was built by an older structret), so "
-                    f"nothing vouches for it: showing ids only. To see texts: {rebuild_hint(directory)}.")
-    try:
-        with gzip.open(file, "rt", encoding="utf-8") as f:
-            return {row["id"]: row["text"] for row in map(json.loads, f)}, None
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
-        return {}, f"{file} is damaged ({exc}); showing ids only. To rewrite it: {rebuild_hint(directory)}."
+    texts: dict[str, str] = {}
+    for name in text_files(directory):
+        file = directory / name
+        if verify and not checksummed(directory, name):
+            return {}, (f"{file} is not listed in {CHECKSUMS_FILE} (the index was built by an older structret), "
+                        f"so nothing vouches for it: showing ids only. To see texts: {rebuild_hint(directory)}.")
+        try:
+            with gzip.open(file, "rt", encoding="utf-8") as f:
+                texts.update((row["id"], row["text"]) for row in map(json.loads, f))
+        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
+            return {}, f"{file} is damaged ({exc}); showing ids only. To rewrite it: {rebuild_hint(directory)}."
+    return texts, None
 
 
 # --- reading them back for an index ---------------------------------------------------------
@@ -361,5 +377,6 @@ def concatenate_texts(parts: Sequence[Part], out: str | os.PathLike) -> bool:
             with open(file, "rb") as source:
                 shutil.copyfileobj(source, sink)
     os.replace(partial, final)
-    _list_if_saved(out)
+    if (Path(out) / CHECKSUMS_FILE).is_file():  # sealed already: list it (see write_texts)
+        add_to_checksums(out, TEXTS_FILE)
     return True

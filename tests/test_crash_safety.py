@@ -318,3 +318,65 @@ def test_without_atomic_exchange_a_save_killed_between_renames_is_put_back(tmp_p
             raise KeyboardInterrupt
     assert (final / "data.txt").read_text() == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["artifact"]  # the new writer's and the dead one's temporaries are gone
+
+
+_UPDATE_AND_DIE = textwrap.dedent("""
+    # add to a saved flat index, killed at one point of the update
+    import os, signal, sys
+    import numpy as np
+    import structret
+    import structret.artifacts as artifacts
+    where, idx, emb = sys.argv[1:4]
+    die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+    if where == "linking":  # some saved files linked into the new folder, not all
+        real_link, calls = os.link, []
+        os.link = lambda a, b: (calls.append(b), real_link(a, b), len(calls) == 2 and die())
+    elif where == "segment":  # the added vectors half written
+        real_save = np.save
+        np.save = lambda file, arr, **kw: ("segments" in str(file) and (open(file, "wb").write(b"x" * 100), die()))\\
+            or real_save(file, arr, **kw)
+    elif where == "checksums":  # everything written, the manifest not yet
+        artifacts.write_checksums = lambda d: die()
+    elif where == "after-swap":  # the new index in place, the old one not yet removed
+        real = artifacts._exchange
+        def exchange(a, b):
+            done = real(a, b)
+            if done and os.path.basename(b) == "idx":
+                die()
+            return done
+        artifacts._exchange = exchange
+    structret.update_index(idx, add=emb, show_progress=False)
+""")
+
+
+@pytest.mark.parametrize("where", ["linking", "segment", "checksums", "after-swap"])
+def test_sigkill_during_an_update_leaves_the_old_or_the_new_index_and_it_verifies(tmp_path, where):
+    from structret.api import SearchIndex
+    from structret.api import load_index as load
+    from structret.artifacts import verify_tree
+    from structret.registry import get_registry
+
+    rng = np.random.default_rng(0)
+    old = get_registry().create("index", "flat", 16)
+    old.add([f"old{i}" for i in range(50)], rng.standard_normal((50, 16)).astype("float32"))
+    SearchIndex(old, meta={"model": "tiny"}, texts={f"old{i}": f"old text {i}" for i in range(50)}).save(
+        tmp_path / "idx")
+    emb = _embeddings(tmp_path / "emb", rng.standard_normal((5, 16)).astype("float32"))
+    child = subprocess.run([sys.executable, "-c", _UPDATE_AND_DIE, where, str(tmp_path / "idx"), str(emb)],
+                           env=CHILD_ENV, capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+
+    survivor = load(tmp_path / "idx")  # whole, and its checksums hold
+    assert len(survivor) == (55 if where == "after-swap" else 50)
+    assert len(survivor.texts) == len(survivor) and survivor.texts["old7"] == "old text 7"
+    verify_tree(tmp_path / "idx")
+    # the next update (not killed) applies on top of it, and cleans up what the dead one left
+    again = subprocess.run([sys.executable, "-c", _UPDATE_AND_DIE, "none", str(tmp_path / "idx"),
+                                       str(emb)], env=CHILD_ENV, capture_output=True, text=True, timeout=120)
+    if where == "after-swap":  # its documents are in already: adding them again is refused, nothing changes
+        assert again.returncode != 0 and "added twice" in again.stderr
+        assert len(load(tmp_path / "idx")) == 55
+    else:
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert len(load(tmp_path / "idx")) == 55 and len(os.listdir(tmp_path / "idx" / "segments")) == 2
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["emb", "idx"]

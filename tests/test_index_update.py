@@ -55,7 +55,9 @@ def build(tmp_path, data, model, kind):
 
 
 def ids_of(idx):
-    return json.loads((idx / "ids.json").read_text(encoding="utf-8"))
+    import structret
+
+    return list(structret.load_index(idx, texts=False).index.ids)  # flat keeps an update's ids in a segment
 
 
 def found_ids(output):
@@ -240,3 +242,120 @@ def test_a_served_index_picks_up_an_update_on_the_next_query(tmp_path, corpora, 
     with caplog.at_level(logging.WARNING, logger="structret.serve"):
         assert len(searcher.search("send an email", 10).hits) == 4
     assert "cannot be served" in caplog.text
+
+
+# --- updates that scale: an add writes what it adds, the rest is hard-linked ---------------------
+
+
+def _saved_flat(path, n=50, dim=16, seed=0):
+    import numpy as np
+
+    from structret.api import SearchIndex
+    from structret.registry import get_registry
+
+    rng = np.random.default_rng(seed)
+    index = get_registry().create("index", "flat", dim)
+    index.add([f"d{i}" for i in range(n)], rng.standard_normal((n, dim), dtype=np.float32))
+    SearchIndex(index, meta={"model": "random"}, texts={f"d{i}": f"text {i}" for i in range(n)}).save(path)
+    return index
+
+
+def _encoded(path, ids, vectors):
+    from structret.embeddings import encode_resumably
+
+    rows = dict(zip(ids, vectors))
+    encode_resumably(path, ids, [f"added {i}" for i in ids], lambda texts: __import__("numpy").stack(
+        [rows[i] for i in ids[:len(texts)]]), {"backbone": "random", "model": "random", "what": "documents"},
+        show_progress=False)
+    return path
+
+
+def test_an_add_writes_only_what_it_adds_and_links_the_rest(tmp_path, monkeypatch, fresh_registry):
+    import numpy as np
+
+    from structret.artifacts import verify_tree
+    from structret.registry import get_registry
+
+    idx = tmp_path / "idx"
+    whole = _saved_flat(idx)
+    kept = {name: os.stat(idx / name).st_ino for name in ("vectors.npy", "ids.json", "texts.jsonl.gz")}
+    rng = np.random.default_rng(1)
+    batches = [([f"n{b}-{i}" for i in range(5)], rng.standard_normal((5, 16), dtype=np.float32)) for b in range(2)]
+
+    folders = [_encoded(tmp_path / f"add{b}", ids, vectors) for b, (ids, vectors) in enumerate(batches)]
+    hashed = []
+    real = artifacts._sha256
+    monkeypatch.setattr(artifacts, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    for folder, (ids, vectors) in zip(folders, batches):
+        update_index(idx, add=folder, show_progress=False)
+        whole.add(ids, vectors)
+    # the saved files stay where they were (the same inodes), each update wrote one segment of vectors,
+    # its ids and its texts, and nothing already checksummed was read again
+    assert {name: os.stat(idx / name).st_ino for name in kept} == kept
+    assert sorted(os.listdir(idx / "segments")) == ["00001.ids.json", "00001.npy", "00002.ids.json", "00002.npy"]
+    assert {"texts.00001.jsonl.gz", "texts.00002.jsonl.gz"} <= set(os.listdir(idx))
+    assert not {"vectors.npy", "texts.jsonl.gz"} & set(hashed), hashed  # ids.json: the added folders' own
+
+    loaded = load_index(idx)
+    assert loaded.index.ids == whole.ids and len(loaded.texts) == 60 and loaded.texts["n1-4"] == "added n1-4"
+    queries = rng.standard_normal((4, 16), dtype=np.float32)
+    got, want = loaded.index.search(queries, 7), whole.search(queries, 7)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]
+    assert [files for _, files, _ in verify_tree(idx)] == [10]  # 4 saved, 2 x (vectors, ids, texts) added
+
+    # a removal writes the index whole again: one file of vectors, one of texts
+    update_index(idx, remove=["d3", "n0-1"], show_progress=False)
+    assert not (idx / "segments").exists() and not (idx / "texts.00001.jsonl.gz").exists()
+    again = load_index(idx)
+    assert len(again) == 58 and "d3" not in again.texts and again.texts["n1-0"] == "added n1-0"
+    assert json.loads((idx / "structret.json").read_text())["layout"] == {"base_count": 58, "segments": []}
+    verify_tree(idx)
+
+
+def test_a_flipped_byte_in_a_linked_file_is_still_refused(tmp_path, fresh_registry):
+    import numpy as np
+
+    from structret.errors import ArtifactError
+
+    idx = tmp_path / "idx"
+    _saved_flat(idx)
+    vectors = np.ones((3, 16), dtype=np.float32)
+    update_index(idx, add=_encoded(tmp_path / "add", ["a", "b", "c"], vectors), show_progress=False)
+    load_index(idx)  # the stamp the update left: no hashing, and it passes
+    with open(idx / "vectors.npy", "r+b") as f:  # same size, one byte changed
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(ArtifactError, match="vectors.npy does not match the checksum"):
+        load_index(idx)
+
+
+def test_segments_are_compacted_past_the_limit_and_not_linked_when_replaced(tmp_path, monkeypatch, fresh_registry):
+    import numpy as np
+
+    from structret_indexes import flat
+
+    monkeypatch.setattr(flat, "MAX_SEGMENTS", 2)
+    idx = tmp_path / "idx"
+    _saved_flat(idx)
+    rng = np.random.default_rng(2)
+    layouts = []
+    for b in range(3):
+        update_index(idx, add=_encoded(tmp_path / f"add{b}", [f"x{b}"], rng.standard_normal((1, 16),
+                                                                                        dtype=np.float32)),
+                     show_progress=False)
+        layouts.append(json.loads((idx / "structret.json").read_text())["layout"])
+    assert layouts == [{"base_count": 50, "segments": [["00001", 1]]},  # two segments, then one whole write
+                       {"base_count": 50, "segments": [["00001", 1], ["00002", 1]]},
+                       {"base_count": 53, "segments": []}]
+    assert len(load_index(idx)) == 53
+
+    # another writer replaced the files after this index was loaded: nothing of theirs is linked
+    loaded = load_index(idx)
+    _saved_flat(idx, n=10, seed=5)
+    loaded.index.add(["late"], np.zeros((1, 16), dtype=np.float32))
+    loaded.save(tmp_path / "copy")
+    assert json.loads((tmp_path / "copy" / "structret.json").read_text())["layout"]["segments"] == []
+    assert len(load_index(tmp_path / "copy")) == 54

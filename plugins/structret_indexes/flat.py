@@ -12,9 +12,12 @@ certified is searched again in fp32. So both ways give the same ids in the same 
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 import warnings
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,6 +38,11 @@ from structret.indexing import (
 )
 
 VECTORS_FILE = "vectors.npy"
+# vectors added by an update of a saved index, one segment (NAME.npy + NAME.ids.json) per update, so
+# an update writes what it adds and hard-links the rest; a removal, or more segments than
+# MAX_SEGMENTS, writes the index whole again (compaction)
+SEGMENTS_DIR = "segments"
+MAX_SEGMENTS = 32
 # scores held at once per search step (float32): 4M = 16 MB, so they are still in cache when the
 # top-k reads them (a 64 MB block made the top-k memory-bound)
 _SCORE_BUDGET = 1 << 22
@@ -101,6 +109,10 @@ class FlatIndex:
         self._scores_in_bf16: bool | None = None  # scoring="auto" resolved on the first search
         self._bf16: Any = None  # the bf16 copy of the vectors (and their largest norm), made on first use
         self._vectors = np.empty((0, self.dim), dtype=np.float32)  # capacity; rows past _count unused
+        # a loaded index's vectors as its files hold them (base, then segments), memory-mapped, plus
+        # what was added since; joined into _vectors when a search or a removal needs them whole
+        self._parts: list[np.ndarray] | None = None
+        self._origin: _Origin | None = None  # the saved files this index's first rows are, while true
         self._count = 0
         self._ids: list[str] = []
         self._id_set: set[str] = set()
@@ -111,6 +123,9 @@ class FlatIndex:
     @property
     def vectors(self) -> np.ndarray:
         """The stored vectors [len, dim] (unit length for cosine); a view, do not modify."""
+        if self._parts is not None:
+            self._vectors = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+            self._parts = None
         return self._vectors[: self._count]
 
     @property
@@ -122,6 +137,13 @@ class FlatIndex:
         ids = check_ids(ids, len(vectors), self._id_set)
         if self.metric == "cosine":
             vectors = normalize_rows(vectors)
+        if self._parts is not None:  # a loaded index: the saved rows stay where they are
+            self._parts.append(np.array(vectors, dtype=np.float32))
+            self._count += len(vectors)
+            self._bf16 = None
+            self._ids.extend(ids)
+            self._id_set.update(ids)
+            return
         end = self._count + len(vectors)
         if end > len(self._vectors):
             # grow geometrically so many small adds cost amortized O(1) copies per row
@@ -143,6 +165,7 @@ class FlatIndex:
         keep = np.fromiter((i not in drop for i in self._ids), dtype=bool, count=self._count)
         self._vectors = np.ascontiguousarray(self.vectors[keep])  # also leaves a loaded index's memory map
         self._count = len(self._vectors)
+        self._origin = None  # the saved rows are not this index's first rows any more
         self._bf16 = None
         self._ids = [i for i in self._ids if i not in drop]
         self._id_set -= drop
@@ -155,6 +178,7 @@ class FlatIndex:
         if self.metric == "cosine":
             queries = normalize_rows(queries)
         k = min(int(k), self._count)
+        self.vectors  # noqa: B018  (a loaded index's parts joined, once)
         if k == 0 or len(queries) == 0:  # an empty index finds nothing
             return np.empty((len(queries), k), dtype=np.float32), [[] for _ in queries]
         # serving an ONNX model loads no torch, and a few queries are not worth importing it (seconds)
@@ -271,41 +295,124 @@ class FlatIndex:
         return scores, rows
 
     def save(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
+        """Write the index to ``path``. Saving a loaded index whose saved rows are still its first rows
+        (only adds since) hard-links those files and writes the added rows as one more segment."""
         with atomic_dir(path) as tmp:
-            np.save(tmp / VECTORS_FILE, self.vectors, allow_pickle=False)
-            write_ids(tmp, self._ids)
+            layout = self._save_appended(tmp)
+            if layout is None:  # the whole index, one file
+                np.save(tmp / VECTORS_FILE, self.vectors, allow_pickle=False)
+                write_ids(tmp, self._ids)
+                layout = {"base_count": self._count, "segments": []}
             options = {"chunk_size": self.chunk_size, "scoring": self.scoring}
-            write_meta(tmp, base_meta(self.name, self.dim, self.metric, self._count, options, meta))
+            write_meta(tmp, base_meta(self.name, self.dim, self.metric, self._count, options,
+                                      {**(meta or {}), "layout": layout}))
+
+    def _save_appended(self, tmp: Path) -> dict[str, Any] | None:
+        origin = self._origin
+        if origin is None or len(origin.segments) >= MAX_SEGMENTS or not origin.unchanged():
+            return None
+        for name in origin.files:
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(origin.folder / name, tmp / name)
+            except OSError:  # another file system, or one without hard links
+                shutil.copyfile(origin.folder / name, tmp / name)
+        segments = list(origin.segments)
+        if self._count > origin.count:
+            name = f"{len(segments) + 1:05d}"
+            (tmp / SEGMENTS_DIR).mkdir(exist_ok=True)
+            added = self._parts[1 + len(segments):] if self._parts is not None else [self._vectors[origin.count:self._count]]
+            np.save(tmp / SEGMENTS_DIR / f"{name}.npy", np.concatenate(added), allow_pickle=False)
+            (tmp / SEGMENTS_DIR / f"{name}.ids.json").write_text(
+                json.dumps(self._ids[origin.count:], ensure_ascii=False), encoding="utf-8")
+            segments.append([name, self._count - origin.count])
+        return {"base_count": origin.base_count, "segments": segments}
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "FlatIndex":
         meta = read_index_meta(path, cls.name)
         dim, count = meta["dim"], meta["count"]
-        file = os.path.join(path, VECTORS_FILE)
+        layout = meta.get("layout") or {"base_count": count, "segments": []}
         try:
-            # memory-mapped: searching streams chunks from disk instead of reading it all first
-            vectors = np.load(file, mmap_mode="r", allow_pickle=False)
-        except FileNotFoundError:
-            raise ArtifactError(f"{file} is missing; the index is incomplete, rebuild it.") from None
-        except ValueError as exc:
-            raise ArtifactError(f"{file} cannot be read ({exc}); the file is damaged, rebuild the index.") from None
-        if vectors.shape != (count, dim) or vectors.dtype != np.float32:
-            raise ArtifactError(
-                f"{file} holds {vectors.dtype} vectors of shape {vectors.shape}, but structret.json says "
-                f"{count} vectors of dimension {dim}; the index is damaged or was edited, rebuild it."
-            )
+            base_count = int(layout["base_count"])
+            segments = [(str(name), int(rows)) for name, rows in layout["segments"]]
+        except (KeyError, TypeError, ValueError):
+            raise ArtifactError(f"{os.path.join(path, 'structret.json')}: its 'layout' is damaged; rebuild the "
+                                f"index.") from None
+        if base_count + sum(rows for _, rows in segments) != count:
+            raise ArtifactError(f"{os.path.join(path, 'structret.json')}: its segments do not add up to count="
+                                f"{count}; the index is damaged, rebuild it.")
+        files = [(VECTORS_FILE, base_count)] + [(f"{SEGMENTS_DIR}/{name}.npy", rows) for name, rows in segments]
+        parts = [_read_vectors(os.path.join(path, name), rows, dim) for name, rows in files]
         options = meta.get("options") or {}
         index = cls(dim, meta["metric"], chunk_size=options.get("chunk_size", 65536),
                     scoring=options.get("scoring", "auto"))
-        index._ids = read_ids(path, count)
+        index._ids = read_ids(path, base_count)
+        for name, rows in segments:
+            index._ids += _read_segment_ids(Path(path) / SEGMENTS_DIR / f"{name}.ids.json", rows)
         index._id_set = set(index._ids)
         if len(index._id_set) != count:
             raise ArtifactError(f"{os.path.join(path, 'ids.json')} repeats ids; the index is damaged, rebuild it.")
-        index._vectors, index._count = vectors, count
+        index._parts, index._count = parts, count
+        names = [VECTORS_FILE, "ids.json"] + [f"{SEGMENTS_DIR}/{n}{ext}" for n, _ in segments for ext in (".npy", ".ids.json")]
+        index._origin = _Origin.of(Path(path), names, count, base_count, [list(s) for s in segments])
         return index
 
     def __repr__(self) -> str:
         return f"FlatIndex(dim={self.dim}, metric={self.metric!r}, len={self._count})"
+
+
+class _Origin:
+    """The saved files a loaded index's first ``count`` rows are, and their identities (device,
+    inode) when loaded: if another writer replaced them since, they are not hard-linked."""
+
+    def __init__(self, folder: Path, files: dict[str, tuple[int, int]], count: int, base_count: int,
+                 segments: list[list[Any]]):
+        self.folder, self.files, self.count, self.base_count, self.segments = (folder, files, count, base_count,
+                                                                                segments)
+
+    @classmethod
+    def of(cls, folder: Path, names: list[str], count: int, base_count: int, segments: list[list[Any]]) -> "_Origin":
+        folder = folder.resolve()
+        return cls(folder, {n: _identity(folder / n) for n in names}, count, base_count, segments)
+
+    def unchanged(self) -> bool:
+        try:
+            return all(_identity(self.folder / name) == ident for name, ident in self.files.items())
+        except OSError:
+            return False
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _read_vectors(file: str, rows: int, dim: int) -> np.ndarray:
+    try:
+        # memory-mapped: searching streams chunks from disk instead of reading it all first
+        vectors = np.load(file, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise ArtifactError(f"{file} is missing; the index is incomplete, rebuild it.") from None
+    except ValueError as exc:
+        raise ArtifactError(f"{file} cannot be read ({exc}); the file is damaged, rebuild the index.") from None
+    if vectors.shape != (rows, dim) or vectors.dtype != np.float32:
+        raise ArtifactError(
+            f"{file} holds {vectors.dtype} vectors of shape {vectors.shape}, but structret.json says "
+            f"{rows} vectors of dimension {dim}; the index is damaged or was edited, rebuild it."
+        )
+    return vectors
+
+
+def _read_segment_ids(file: Path, rows: int) -> list[str]:
+    try:
+        ids = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"{file} cannot be read ({exc}); the index is damaged, rebuild it.") from None
+    if not isinstance(ids, list) or len(ids) != rows:
+        raise ArtifactError(f"{file} does not hold the {rows} ids structret.json says; the index is damaged, "
+                            f"rebuild it.")
+    return ids
 
 
 GROUP = 64  # scores per group in _topk

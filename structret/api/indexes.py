@@ -43,6 +43,7 @@ class SearchIndex:
         # its documents by position, and how the two sides fuse (meta["lexical"] records both)
         self.lexical: Any = None
         self.lexical_ids: list[str] = []
+        self._texts_origin: _TextsOrigin | None = None  # the texts files it was loaded with (load_index)
 
     @property
     def fusion(self):
@@ -158,10 +159,41 @@ class SearchIndex:
 
         self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
                         | {"model": self.meta.get("model")})
-        if self.texts:
+        if self.texts is not None and not self._save_added_texts(Path(path)) and self.texts:
             write_texts(path, list(self.texts), list(self.texts.values()))
         if self.lexical is not None:
             self._save_lexical(Path(path))
+
+    def _save_added_texts(self, path: Path) -> bool:
+        """Hard-link the texts files this index was loaded with and write only the texts added since, as one
+        more file; False (write them all) if any was removed, or the files are not the ones loaded."""
+        import itertools
+        import shutil
+
+        from structret.embeddings import write_texts
+
+        origin = self._texts_origin
+        if origin is None or len(origin.files) > _MAX_TEXT_FILES:
+            return False
+        # origin.ids None: the saved texts were not read, and self.texts holds only the ones added since
+        saved = len(origin.ids) if origin.ids is not None else 0
+        if len(self.texts) < saved or not all(
+                a is b or a == b for a, b in zip(itertools.islice(self.texts, saved), origin.ids or ())):
+            return False
+        try:
+            if any(_identity(origin.folder / n) != ident for n, ident in origin.files.items()):
+                return False
+            for name in origin.files:
+                try:
+                    os.link(origin.folder / name, path / name)
+                except OSError:
+                    shutil.copyfile(origin.folder / name, path / name)
+        except OSError:
+            return False
+        added = list(itertools.islice(self.texts, saved, None))
+        if added:
+            write_texts(path, added, [self.texts[i] for i in added], segment=len(origin.files))
+        return True
 
     def _save_lexical(self, path: Path) -> None:
         import json
@@ -199,6 +231,29 @@ class SearchIndex:
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)
+# texts files an index may have (its first, and one per update) before an update writes them as one again
+_MAX_TEXT_FILES = 32
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+@dataclass
+class _TextsOrigin:
+    """The texts files an index was loaded with (their device and inode then) and the ids they hold, in order."""
+
+    folder: Path
+    files: dict[str, tuple[int, int]]
+    ids: list[str] | None  # None: not read (an update that only adds)
+
+    @classmethod
+    def of(cls, folder: Path, names: list[str], ids: list[str] | None) -> "_TextsOrigin":
+        folder = folder.resolve()
+        return cls(folder, {n: _identity(folder / n) for n in names}, ids)
+
+
 _SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
 LEXICAL_DIR = "lexical"
 LEXICAL_IDS = "ids.json"
@@ -312,7 +367,7 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     checksums.json (``verify=False``: used anyway, with a warning). Its model is loaded on
     the first search without one. ``texts=False`` skips reading the texts."""
     from structret.artifacts import read_meta, verified
-    from structret.embeddings import read_index_texts
+    from structret.embeddings import read_index_texts, text_files
     from structret.indexing import load_index as load_plugin_index
 
     with verified(path, verify=verify):  # checked once, though read three times
@@ -320,6 +375,8 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
         index = load_plugin_index(path, verify=verify)
         kept, why_not = read_index_texts(path, verify=verify) if texts else ({}, None)
         loaded = SearchIndex(index, meta=meta, texts=kept or None, verify=verify, path=path)
+        if kept:
+            loaded._texts_origin = _TextsOrigin.of(Path(path), text_files(path), list(kept))
         if meta.get("lexical"):
             loaded._load_lexical(Path(path))
     loaded.texts_note = why_not

@@ -42,7 +42,8 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
         raise StructretError("update_index: nothing to do; give add= (an encode folder or FORMAT:PATH), remove= "
                              "ids, or both.")
     with update_lock(path):
-        found = load_index(path, verify=verify)
+        found = load_index(path, verify=verify, texts=False)
+        _texts_for_update(found, path, verify, whole=bool(remove) or found.lexical is not None)
         try:
             _update(found, path, add, remove, split, batch_size, verify, show_progress)
         finally:
@@ -51,6 +52,25 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
                 close()
     last = found.meta["updates"][-1]
     return UpdateResult(last["added"], last["removed"], len(found))
+
+
+def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) -> None:
+    """Removing, and refitting a lexical side, need every text; an update that only adds reads none
+    and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
+    from structret.api.indexes import _TextsOrigin
+    from structret.embeddings import read_index_texts, text_files
+
+    names = text_files(path)
+    if not names:
+        return
+    if whole:
+        kept, found.texts_note = read_index_texts(path, verify=verify)
+        found.texts = kept or None
+        ids = list(kept) if kept else None
+    else:
+        found.texts, ids = {}, None
+    if found.texts is not None:
+        found._texts_origin = _TextsOrigin.of(Path(path), names, ids)
 
 
 @contextlib.contextmanager
