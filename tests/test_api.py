@@ -110,7 +110,7 @@ def test_a_run_loads_with_its_backbone_weights_and_text_format(tmp_path, tiny_be
     run = structret.train(data=f"codesearchnet:{project}", out=str(tmp_path / "run"), backbone="hf-encoder",
                           model=str(tiny_bert_dir), max_steps=2, batch_size=4, checkpoint_every=0,
                           settings={"lr": 1e-3, "passage_max_len": 32})
-    assert run.path == tmp_path / "run" and run.recipe.max_steps == 2
+    assert run.path == tmp_path / "run" and run.recipe["max_steps"] == 2 == run.load_model().recipe["max_steps"]
     loaded = run.load_model()
     assert loaded.backbone_name == "hf-encoder" and loaded.model == str(tmp_path / "run")
     texts = ["def add(a, b): return a + b", "parse a date"]

@@ -100,7 +100,7 @@ def test_example_objective_trains_from_python_with_its_option(tmp_path, tiny_ber
     assert (objective.margin, objective.scale, weight) == (0.4, 20.0, 1.0)
     run = structret.train(str(file), data=values["data"], out=values["output"], model=values["model"],
                           settings={"margin-nce.margin": 0.4})
-    assert (run.final / "structret.json").is_file() and run.recipe.plugins["margin-nce"]["margin"] == 0.4
+    assert (run.final / "structret.json").is_file() and run.recipe["plugins"]["margin-nce"]["margin"] == 0.4
     written = (tmp_path / "run" / "recipe.toml").read_text()
     assert "[margin-nce]\nmargin = 0.4\nscale = 20.0" in written
     losses = [json.loads(line)["loss/margin-nce"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,8 @@ class Run:
 
     path: Path
     final: Path  # the final model directory (PATH/final)
-    recipe: Any = None  # the resolved structret.recipes.Recipe
+    # the resolved recipe as the run records it (a dict, as Model.recipe of its model holds it)
+    recipe: dict[str, Any] = field(default_factory=dict)
 
     def load_model(self, **options: Any) -> Model:
         """The trained model, with the run's backbone, weights and text format."""
@@ -102,7 +103,7 @@ def train(recipe: str | None = None, *, data: str | Dataset | None = None, out: 
     from structret.training import train as run_training  # torch: only once the recipe is known to be sound
 
     final = run_training(resolved, resume=resume, verify=verify)
-    return Run(Path(resolved.output), Path(final), resolved)
+    return Run(Path(resolved.output), Path(final), resolved.to_dict())
 
 
 def _spec_of(dataset: Dataset) -> tuple[str, str | None, dict]:
