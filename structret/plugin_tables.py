@@ -35,11 +35,14 @@ def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 def parse_options_field(text: str) -> dict[str, Any]:
     """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (the old
-    backbone_options and data_options strings)."""
+    backbone_options and data_options strings). A comma starts a new pair only before ``KEY=``, so a
+    value may hold commas: ``"aspect_slots=brand,color"`` is one option."""
+    import re
+
     from structret.data import parse_options
 
     try:
-        return parse_options([part for part in text.split(",") if part.strip()])
+        return parse_options([part for part in re.split(r",(?=\s*[A-Za-z_][\w.-]*=)", text) if part.strip()])
     except StructretError as exc:
         raise RecipeError(f"options {text!r}: {exc}; write KEY=VALUE pairs joined by commas") from None
 

@@ -271,3 +271,21 @@ def test_madral_c_reads_the_aspects_layout_after_its_slots(tmp_path, tiny_bert_d
     vocab = backbone.tokenizer.get_vocab()
     ids = backbone.tokenize(["[SECTION] web [USE] [SEP] [C] wget"], kind="document")["input_ids"][0].tolist()
     assert ids[1:4] == [vocab["[ASPECT:section]"], vocab["[ASPECT:use]"], vocab["[SECTION]"]]
+
+
+def test_a_backbone_option_whose_value_holds_commas_is_one_option(tmp_path, tiny_bert_dir):
+    """The README's --backbone-option aspect_slots=brand,color: a comma starts a new option only before KEY=."""
+    from structret.cli import cli
+    from structret.plugin_tables import parse_options_field
+
+    assert parse_options_field("aspect_slots=section,use,max_length=32") == {"aspect_slots": "section,use",
+                                                                            "max_length": 32}
+    result = CliRunner().invoke(cli, ["train", "--objective", "dr+aspect-predict", "--backbone", "hf-encoder",
+                                      "--model", str(tiny_bert_dir), "--backbone-option", "aspect_slots=section,use",
+                                      "--backbone-option", "max_length=32", "--data",
+                                      f"debian-packages:{_catalog(tmp_path / 'Packages')}", "--split", "all",
+                                      "--out", str(tmp_path / "run"), "--set", "aspects=section,use",
+                                      "--set", "batch_size=2", "--set", "max_steps=1"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "run" / "final" / "config.json").read_text())
+    assert config["structret_aspects"] == {"aspect_slots": ["section", "use"]}
