@@ -321,7 +321,10 @@ class FlatIndex:
         if self._count > origin.count:
             name = f"{len(segments) + 1:05d}"
             (tmp / SEGMENTS_DIR).mkdir(exist_ok=True)
-            added = self._parts[1 + len(segments):] if self._parts is not None else [self._vectors[origin.count:self._count]]
+            if self._parts is not None:  # the parts after the saved files' own
+                added = self._parts[1 + len(segments):]
+            else:
+                added = [self._vectors[origin.count:self._count]]
             np.save(tmp / SEGMENTS_DIR / f"{name}.npy", np.concatenate(added), allow_pickle=False)
             (tmp / SEGMENTS_DIR / f"{name}.ids.json").write_text(
                 json.dumps(self._ids[origin.count:], ensure_ascii=False), encoding="utf-8")
@@ -354,7 +357,8 @@ class FlatIndex:
         if len(index._id_set) != count:
             raise ArtifactError(f"{os.path.join(path, 'ids.json')} repeats ids; the index is damaged, rebuild it.")
         index._parts, index._count = parts, count
-        names = [VECTORS_FILE, "ids.json"] + [f"{SEGMENTS_DIR}/{n}{ext}" for n, _ in segments for ext in (".npy", ".ids.json")]
+        names = [VECTORS_FILE, "ids.json"] + [f"{SEGMENTS_DIR}/{n}{ext}" for n, _ in segments
+                                              for ext in (".npy", ".ids.json")]
         index._origin = _Origin.of(Path(path), names, count, base_count, [list(s) for s in segments])
         return index
 
