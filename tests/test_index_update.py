@@ -299,9 +299,12 @@ def test_an_add_writes_only_what_it_adds_and_links_the_rest(tmp_path, monkeypatc
     loaded = load_index(idx)
     assert loaded.index.ids == whole.ids and len(loaded.texts) == 60 and loaded.texts["n1-4"] == "added n1-4"
     queries = rng.standard_normal((4, 16), dtype=np.float32)
-    got, want = loaded.index.search(queries, 7), whole.search(queries, 7)
-    np.testing.assert_array_equal(got[0], want[0])
-    assert got[1] == want[1]
+    for bf16 in (False, True):  # each segment searched where it lies ranks as one array does, both scorings
+        searched = load_index(idx).index
+        searched._scores_in_bf16 = whole._scores_in_bf16 = bf16
+        got, want = searched.search(queries, 7), whole.search(queries, 7)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] and searched._parts is not None  # not joined into one array
     assert [files for _, files, _ in verify_tree(idx)] == [10]  # 4 saved, 2 x (vectors, ids, texts) added
 
     # a removal writes the index whole again: one file of vectors, one of texts

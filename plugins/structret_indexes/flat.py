@@ -112,6 +112,7 @@ class FlatIndex:
         # a loaded index's vectors as its files hold them (base, then segments), memory-mapped, plus
         # what was added since; joined into _vectors when a search or a removal needs them whole
         self._parts: list[np.ndarray] | None = None
+        self._subs: list[FlatIndex] | None = None  # one FlatIndex over each part, to search it in place
         self._origin: _Origin | None = None  # the saved files this index's first rows are, while true
         self._count = 0
         self._ids: list[str] = []
@@ -125,7 +126,7 @@ class FlatIndex:
         """The stored vectors [len, dim] (unit length for cosine); a view, do not modify."""
         if self._parts is not None:
             self._vectors = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
-            self._parts = None
+            self._parts = self._subs = None
         return self._vectors[: self._count]
 
     @property
@@ -178,25 +179,55 @@ class FlatIndex:
         if self.metric == "cosine":
             queries = normalize_rows(queries)
         k = min(int(k), self._count)
-        self.vectors  # noqa: B018  (a loaded index's parts joined, once)
         if k == 0 or len(queries) == 0:  # an empty index finds nothing
             return np.empty((len(queries), k), dtype=np.float32), [[] for _ in queries]
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if self._parts is not None and len(self._parts) > 1:
+            scores, rows = self._search_parts(queries, k)
+        else:
+            self.vectors  # noqa: B018  (one part: its memory map, searched in place)
+            scores, rows = self._search_rows(queries, k)
+        return scores, [[self._ids[r] for r in row] for row in rows.tolist()]
+
+    def _search_parts(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each saved segment (and what was added since) searched where it lies, the best k of all kept:
+        the same scores and order as one array, since every score is the same per-row dot product and
+        ties go to the lower row either way."""
+        if self._subs is None or len(self._subs) != len(self._parts):
+            subs = list(self._subs or [])
+            for part in self._parts[len(subs):]:
+                sub = FlatIndex(self.dim, self.metric, chunk_size=self.chunk_size, scoring=self.scoring)
+                sub._vectors, sub._count, sub._scores_in_bf16 = part, len(part), self._scores_in_bf16
+                subs.append(sub)
+            self._subs = subs
+        scores, rows, offset = [], [], 0
+        for sub in self._subs:
+            if sub._count:
+                found, at = sub._search_rows(queries, min(k, sub._count))
+                scores.append(found)
+                rows.append(at + offset)
+            offset += sub._count
+        scores, rows = np.concatenate(scores, axis=1), np.concatenate(rows, axis=1)
+        order = np.lexsort((rows, -scores), axis=1)[:, :k]
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+
+    def _search_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scores and row positions [n, k] in self._vectors, best first, ties to the lower row."""
         # serving an ONNX model loads no torch, and a few queries are not worth importing it (seconds)
         if "torch" not in sys.modules and len(queries) * self._count < _TORCH_WORTH:
-            scores, rows = self._search_numpy(np.ascontiguousarray(queries, dtype=np.float32), k)
-            return scores, [[self._ids[r] for r in row] for row in rows.tolist()]
+            return self._search_numpy(queries, k)
         import torch
 
         with warnings.catch_warnings():  # a loaded index is a read-only memory map; torch only reads it
             warnings.simplefilter("ignore", UserWarning)
-            stored = torch.from_numpy(self.vectors)
-        q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
+            stored = torch.from_numpy(self._vectors[: self._count])
+        q = torch.from_numpy(queries)
         with torch.inference_mode():
             if self._use_bf16():
                 scores, rows = self._search_bf16(q, stored, k)
             else:
                 scores, rows = self._search(q, stored, k)
-        return scores.numpy(), [[self._ids[r] for r in row] for row in rows.tolist()]
+        return scores.numpy(), rows.numpy()
 
     def _search_numpy(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The fp32 search without torch: numpy's product, argpartition (single-threaded), the same ranking."""
