@@ -1,6 +1,7 @@
 """Adding documents to a big saved index: what one ``structret.update_index`` costs, by index size.
 
-Writes a flat index of N random 384-d vectors with a short text each (1M: 1.5 GB of vectors),
+Writes a flat (or ``--kind usearch``) index of N random 384-d vectors with a short text each (1M: 1.5 GB
+of vectors),
 then times, each in a fresh process (as ``structret index --out IDX --add ...`` runs):
 
 1. ``update_index(IDX, add=ENC)``: 1,000 new vectors from an encode folder, three times in a row
@@ -12,6 +13,7 @@ The peer is the same update at a tenth of the size, in the same run: an update t
 costs about the same at both sizes, an O(index) one about ten times more. ::
 
     python benchmarks/bench_update.py --n 1000000 --work /tmp/bench-update
+    python benchmarks/bench_update.py --kind usearch --n 200000 --work /tmp/bench-update-usearch
 """
 
 from __future__ import annotations
@@ -35,14 +37,14 @@ def timed(args: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def build(work: Path, n: int, add: int) -> tuple[Path, list[Path]]:
+def build(work: Path, n: int, add: int, kind: str) -> tuple[Path, list[Path]]:
     import numpy as np
 
     from structret.api import SearchIndex
     from structret.embeddings import encode_resumably
     from structret.registry import get_registry
 
-    index = get_registry().create("index", "flat", 384)
+    index = get_registry().create("index", kind, 384)
     rng = np.random.default_rng(0)
     texts = {}
     for start in range(0, n, 100_000):
@@ -63,11 +65,11 @@ def build(work: Path, n: int, add: int) -> tuple[Path, list[Path]]:
     return work / "idx", batches
 
 
-def measure(work: Path, n: int, add: int) -> dict[str, float]:
+def measure(work: Path, n: int, add: int, kind: str) -> dict[str, float]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     start = time.perf_counter()
-    idx, batches = build(work, n, add)
+    idx, batches = build(work, n, add, kind)
     built = time.perf_counter() - start
     env = {**os.environ, "STRUCTRET_CACHE": str(work / "cache")}
     load = timed([sys.executable, "-c", SEARCH, str(idx)], env)  # first load: hashes, leaves the stamp
@@ -86,10 +88,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--add", type=int, default=1000)
     parser.add_argument("--work", default="/tmp/bench-update")
+    parser.add_argument("--kind", default="flat", choices=["flat", "usearch"])
     args = parser.parse_args()
     sizes = [args.n // 10, args.n]
-    results = {n: measure(Path(args.work) / str(n), n, args.add) for n in sizes}
-    print(f"adding {args.add} vectors to a flat index (seconds, fresh process each, python start included)")
+    results = {n: measure(Path(args.work) / str(n), n, args.add, args.kind) for n in sizes}
+    print(f"adding {args.add} vectors to a {args.kind} index (seconds, fresh process each, python start included)")
     print(f"{'':24s}" + "".join(f"{n:>14,d}" for n in sizes) + "   ratio")
     for key in results[sizes[0]]:
         small, big = results[sizes[0]][key], results[sizes[1]][key]

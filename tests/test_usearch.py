@@ -71,7 +71,7 @@ def test_a_graph_that_disagrees_with_its_metadata_is_refused(tmp_path):
     index.save(tmp_path / "idx")
     meta_file = tmp_path / "idx" / "structret.json"
     meta = json.loads(meta_file.read_text())
-    meta_file.write_text(json.dumps({**meta, "count": 49}))
+    meta_file.write_text(json.dumps({**meta, "count": 49, "graphs": [["index.usearch", 49]]}))
     write_checksums(tmp_path / "idx")  # edited, and the manifest made to match: the load's own checks catch it
     with pytest.raises(ArtifactError, match="holds 50 vectors of dimension 16, but structret.json says 49"):
         USearchIndex.load(tmp_path / "idx")

@@ -191,8 +191,7 @@ class FlatIndex:
 
     def _search_parts(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Each saved segment (and what was added since) searched where it lies, the best k of all kept:
-        the same scores and order as one array, since every score is the same per-row dot product and
-        ties go to the lower row either way."""
+        the ranking of one array (the same dot products, equal to float rounding; ties to the lower row)."""
         if self._subs is None or len(self._subs) != len(self._parts):
             subs = list(self._subs or [])
             for part in self._parts[len(subs):]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,6 +27,10 @@ from structret.indexing import (
 
 INDEX_FILE = "index.usearch"
 KEYS_FILE = "keys.npy"  # usearch key of each id in ids.json, same order
+# graphs added by updates of a saved index: one per update (segments/NNNNN.usearch), searched beside
+# the first and merged, so an update writes its own graph and hard-links the others. A graph that
+# loses ids to a removal is written again; the keys and ids files are written whole (small).
+SEGMENTS_DIR = "segments"
 DTYPES = ("f32", "bf16", "i8")
 # i8 keeps unit vectors: a row this far from length 1 would be clipped or lose its precision
 _UNIT_TOLERANCE = 1e-2
@@ -63,7 +69,11 @@ class USearchIndex:
         self.dtype = dtype
         self.connectivity, self.expansion_add = int(connectivity), int(expansion_add)
         self.expansion_search, self.threads = int(expansion_search), int(threads)
-        self._graph = self._new_graph()
+        # the graphs, each with the file it was loaded from while it is unchanged (None: to be written);
+        # adds go to the last one, which is a new graph if the last one came from a file
+        self._graphs: list[list[Any]] = [[self._new_graph(), None]]
+        self._saved_from: Path | None = None  # the folder the files came from, and their identities
+        self._identities: dict[str, tuple[int, int]] = {}
         self._key_of: dict[str, int] = {}  # insertion order: ids.json lists them in it
         self._id_of: dict[int, str] = {}
         self._next_key = 0
@@ -97,7 +107,9 @@ class USearchIndex:
         elif self.metric == "cosine":
             vectors = normalize_rows(vectors)  # usearch's cos would too; the exact fallback must agree
         keys = np.arange(self._next_key, self._next_key + len(ids), dtype=np.uint64)
-        self._graph.add(keys, vectors, threads=self.threads)
+        if self._graphs[-1][1] is not None:  # the last graph is a saved file: it stays as it is
+            self._graphs.append([self._new_graph(), None])
+        self._graphs[-1][0].add(keys, vectors, threads=self.threads)
         self._next_key += len(ids)
         for i, key in zip(ids, keys.tolist()):
             self._key_of[i] = key
@@ -109,7 +121,11 @@ class USearchIndex:
         if not ids:
             return
         keys = np.array([self._key_of[i] for i in ids], dtype=np.uint64)
-        self._graph.remove(keys)
+        for entry in self._graphs:
+            held = keys[np.asarray(entry[0].contains(keys), dtype=bool).reshape(-1)]
+            if len(held):
+                entry[0].remove(held)
+                entry[1] = None  # changed: written again on save
         for i in ids:
             del self._id_of[self._key_of.pop(i)]
 
@@ -123,18 +139,29 @@ class USearchIndex:
             return np.empty((len(queries), k), dtype=np.float32), [[] for _ in queries]
         if self.metric == "cosine":
             queries = normalize_rows(queries)
-        self._graph.expansion_search = max(self.expansion_search, k)  # a beam narrower than k cannot return k
-        keys, distances, counts = self._search(queries, k, exact=False)
-        short = np.flatnonzero(counts < k)
-        if len(short):
-            keys[short], distances[short], _ = self._search(queries[short], k, exact=True)
+        found = [self._search_graph(graph, queries, min(k, len(graph))) for graph, _ in self._graphs if len(graph)]
+        keys, distances = found[0]
+        if len(found) > 1:  # the best k of every graph's best k
+            keys = np.concatenate([f[0] for f in found], axis=1)
+            distances = np.concatenate([f[1] for f in found], axis=1)
+            order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+            keys, distances = np.take_along_axis(keys, order, axis=1), np.take_along_axis(distances, order, axis=1)
         scores = (1.0 - distances).astype(np.float32)
         return scores, [[self._id_of[key] for key in row] for row in keys.tolist()]
 
-    def _search(self, queries: np.ndarray, k: int, *, exact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _search_graph(self, graph: _Graph, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        graph.expansion_search = max(self.expansion_search, k)  # a beam narrower than k cannot return k
+        keys, distances, counts = self._search(graph, queries, k, exact=False)
+        short = np.flatnonzero(counts < k)
+        if len(short):
+            keys[short], distances[short], _ = self._search(graph, queries[short], k, exact=True)
+        return keys, distances
+
+    def _search(self, graph: _Graph, queries: np.ndarray, k: int, *,
+                exact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Keys [n, k], distances [n, k] and how many of each row are real; one query or many alike
         (usearch answers a single row with a Matches, several with a BatchMatches)."""
-        found = self._graph.search(queries, k, threads=self.threads, exact=exact)
+        found = graph.search(queries, k, threads=self.threads, exact=exact)
         n = len(queries)
         keys = np.zeros((n, k), dtype=np.uint64)
         distances = np.ones((n, k), dtype=np.float32)
@@ -145,13 +172,33 @@ class USearchIndex:
 
     def save(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
         with atomic_dir(path) as tmp:
-            self._graph.save(str(tmp / INDEX_FILE))
+            graphs = self._write_graphs(tmp)
             write_ids(tmp, list(self._key_of))
             np.save(tmp / KEYS_FILE, np.fromiter(self._key_of.values(), dtype=np.uint64, count=len(self)),
                     allow_pickle=False)
             options = {"dtype": self.dtype, "connectivity": self.connectivity, "expansion_add": self.expansion_add,
                        "expansion_search": self.expansion_search, "threads": self.threads}
-            write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), options, meta))
+            write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), options,
+                                      {**(meta or {}), "graphs": graphs}))
+
+    def _write_graphs(self, tmp: Path) -> list[list[Any]]:
+        """Each graph as a file of ``tmp``: the first INDEX_FILE, the others under SEGMENTS_DIR; a graph
+        unchanged since it was loaded is hard-linked from its file, the others written."""
+        unchanged = self._saved_from is not None and _still(self._saved_from, self._identities)
+        kept = [entry for n, entry in enumerate(self._graphs) if len(entry[0]) or n == 0]
+        graphs = []
+        for n, (graph, source) in enumerate(kept):
+            name = INDEX_FILE if n == 0 else f"{SEGMENTS_DIR}/{n:05d}.usearch"
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            if source is not None and unchanged:
+                try:
+                    os.link(self._saved_from / source, tmp / name)
+                except OSError:  # another file system, or one without hard links
+                    shutil.copyfile(self._saved_from / source, tmp / name)
+            else:
+                graph.save(str(tmp / name))
+            graphs.append([name, len(graph)])
+        return graphs
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "USearchIndex":
@@ -160,22 +207,17 @@ class USearchIndex:
         options = meta.get("options") or {}
         known = ("dtype", "connectivity", "expansion_add", "expansion_search", "threads")
         index = cls(dim, meta["metric"], **{key: options[key] for key in known if key in options})
-        file = os.path.join(path, INDEX_FILE)
-        if not os.path.isfile(file):
-            raise ArtifactError(f"{file} is missing; the index is incomplete, rebuild it.")
         try:
-            stored = _Graph.metadata(file)
-        except Exception as exc:  # usearch raises RuntimeError or ValueError on a file it cannot parse
-            raise ArtifactError(f"{file} is truncated or damaged ({exc}); rebuild the index.") from None
-        if stored is None or (stored["count_present"], stored["dimensions"]) != (count, dim):
-            found = "no header" if stored is None else \
-                f"{stored['count_present']} vectors of dimension {stored['dimensions']}"
-            raise ArtifactError(f"{file} holds {found}, but structret.json says {count} vectors of dimension "
-                                f"{dim}; the index is damaged or was edited, rebuild it.")
-        try:
-            index._graph.load(file)
-        except RuntimeError as exc:  # usearch reads the whole file; a short one fails here
-            raise ArtifactError(f"{file} is truncated or damaged (usearch: {exc}); rebuild the index.") from None
+            files = [(str(name), int(n)) for name, n in meta.get("graphs") or [[INDEX_FILE, count]]]
+        except (TypeError, ValueError):
+            raise ArtifactError(f"{os.path.join(path, 'structret.json')}: its 'graphs' are damaged; rebuild the "
+                                f"index.") from None
+        if sum(n for _, n in files) != count:
+            raise ArtifactError(f"{os.path.join(path, 'structret.json')}: its graphs do not add up to count={count}; "
+                                f"the index is damaged, rebuild it.")
+        index._graphs = [[index._read_graph(os.path.join(path, name), n, dim), name] for name, n in files]
+        index._saved_from = Path(path).resolve()
+        index._identities = {name: _identity(index._saved_from / name) for name, _ in files}
         ids = read_ids(path, count)
         keys_file = os.path.join(path, KEYS_FILE)
         try:
@@ -193,6 +235,38 @@ class USearchIndex:
         index._next_key = int(keys.max()) + 1 if count else 0
         return index
 
+    def _read_graph(self, file: str, count: int, dim: int) -> _Graph:
+        if not os.path.isfile(file):
+            raise ArtifactError(f"{file} is missing; the index is incomplete, rebuild it.")
+        try:
+            stored = _Graph.metadata(file)
+        except Exception as exc:  # usearch raises RuntimeError or ValueError on a file it cannot parse
+            raise ArtifactError(f"{file} is truncated or damaged ({exc}); rebuild the index.") from None
+        if stored is None or (stored["count_present"], stored["dimensions"]) != (count, dim):
+            found = "no header" if stored is None else \
+                f"{stored['count_present']} vectors of dimension {stored['dimensions']}"
+            raise ArtifactError(f"{file} holds {found}, but structret.json says {count} vectors of dimension "
+                                f"{dim}; the index is damaged or was edited, rebuild it.")
+        graph = self._new_graph()
+        try:
+            graph.load(file)
+        except RuntimeError as exc:  # usearch reads the whole file; a short one fails here
+            raise ArtifactError(f"{file} is truncated or damaged (usearch: {exc}); rebuild the index.") from None
+        return graph
+
     def __repr__(self) -> str:
         return (f"USearchIndex(dim={self.dim}, metric={self.metric!r}, dtype={self.dtype!r}, len={len(self)}, "
                 f"connectivity={self.connectivity}, expansion_search={self.expansion_search})")
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _still(folder: Path, identities: dict[str, tuple[int, int]]) -> bool:
+    """Whether the files loaded from ``folder`` are still there, the same files (not replaced by another writer)."""
+    try:
+        return all(_identity(folder / name) == ident for name, ident in identities.items())
+    except OSError:
+        return False
