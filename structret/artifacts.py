@@ -197,10 +197,15 @@ def add_to_checksums(directory: str | os.PathLike, name: str) -> None:
 
 def checksummed(directory: str | os.PathLike, name: str) -> bool:
     """True if the checksums.json of ``directory`` covers the file ``name``."""
+    return name in listed(directory)
+
+
+def listed(directory: str | os.PathLike) -> set[str]:
+    """The files the checksums.json of ``directory`` covers (none if it has none, or one unreadable)."""
     try:
-        return name in json.loads((Path(directory) / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+        return set(json.loads((Path(directory) / CHECKSUMS_FILE).read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError):
-        return False
+        return set()
 
 
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")  # as structret.training names them

@@ -222,16 +222,15 @@ def mine(src, language, out, repo, exclude, workers, chunk_files, structure_pair
 
 
 def _percentages(text: str | None) -> tuple[float, float, float] | None:
+    from structret.mining.rules import check_splits
+
     if text is None:
         return None
     try:
-        values = tuple(float(v) for v in text.split("/"))
-    except ValueError:
-        values = ()
-    if len(values) != 3 or any(v < 0 for v in values) or abs(sum(values) - 100) > 1e-6:
+        return check_splits([float(v) / 100 for v in text.split("/")])
+    except ValueError:  # not numbers, not three, negative, or not adding up
         raise click.BadParameter(f"'{text}': give three percentages for train/valid/test that add up to 100, "
-                                 f"e.g. 80/10/10.", param_hint="--splits")
-    return values[0] / 100, values[1] / 100, values[2] / 100
+                                 f"e.g. 80/10/10.", param_hint="--splits") from None
 
 
 # --- extract -------------------------------------------------------------------------

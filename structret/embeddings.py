@@ -37,7 +37,7 @@ from structret.artifacts import (
     META_FILE,
     add_to_checksums,
     atomic_dir,
-    checksummed,
+    listed,
     read_meta,
     rebuild_hint,
     write_meta,
@@ -223,6 +223,10 @@ def write_texts(directory: str | os.PathLike, ids: Sequence[str], texts: Sequenc
         for i, t in zip(ids, texts):
             f.write(json.dumps({"id": i, "text": t}) + "\n")
     os.replace(partial, final)
+    _list_if_saved(directory, name)
+
+
+def _list_if_saved(directory: str | os.PathLike, name: str) -> None:
     # beside an index its plugin has saved (and sealed with checksums.json), the texts join the
     # manifest, so a missing or damaged texts file is refused on load like any other file. A kill
     # before this line leaves the texts unlisted, which a load refuses too. Inside atomic_dir
@@ -244,9 +248,10 @@ def read_index_texts(directory: str | os.PathLike, *, verify: bool = True) -> tu
         return {}, (f"{directory} has no {TEXTS_FILE} (an index saved from Python, or 'structret index' was "
                     f"interrupted before writing it): showing ids only.")
     texts: dict[str, str] = {}
+    vouched = listed(directory) if verify else set()
     for name in text_files(directory):
         file = directory / name
-        if verify and not checksummed(directory, name):
+        if verify and name not in vouched:
             return {}, (f"{file} is not listed in {CHECKSUMS_FILE} (the index was built by an older structret), "
                         f"so nothing vouches for it: showing ids only. To see texts: {rebuild_hint(directory)}.")
         try:
@@ -377,6 +382,5 @@ def concatenate_texts(parts: Sequence[Part], out: str | os.PathLike) -> bool:
             with open(file, "rb") as source:
                 shutil.copyfileobj(source, sink)
     os.replace(partial, final)
-    if (Path(out) / CHECKSUMS_FILE).is_file():  # sealed already: list it (see write_texts)
-        add_to_checksums(out, TEXTS_FILE)
+    _list_if_saved(out, TEXTS_FILE)
     return True

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -148,6 +150,40 @@ def read_ids(directory: str | os.PathLike, count: int) -> list[str]:
             f"{file} holds {found} ids but structret.json says count={count}; the index is damaged, rebuild it."
         )
     return ids
+
+
+@dataclass
+class SavedFiles:
+    """Files of a saved index as they were when it was loaded (device and inode of each): saving the
+    updated index hard-links those still there, unreplaced, instead of writing them again."""
+
+    folder: Path
+    identities: dict[str, tuple[int, int]]
+
+    @classmethod
+    def of(cls, folder: str | os.PathLike, names: Sequence[str]) -> "SavedFiles":
+        folder = Path(folder).resolve()
+        return cls(folder, {name: _identity(folder / name) for name in names})
+
+    def unchanged(self) -> bool:
+        """Whether every file is still the one loaded (another writer may have replaced the folder)."""
+        try:
+            return all(_identity(self.folder / name) == ident for name, ident in self.identities.items())
+        except OSError:
+            return False
+
+    def link(self, name: str, target: Path) -> None:
+        """The saved file ``name`` at ``target``: a hard link, or a copy where links cannot be made."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(self.folder / name, target)
+        except OSError:  # another file system, or one without hard links
+            shutil.copyfile(self.folder / name, target)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 def _same_model(recorded: str, expected: str) -> bool:

@@ -333,8 +333,12 @@ _UPDATE_AND_DIE = textwrap.dedent("""
         os.link = lambda a, b: (calls.append(b), real_link(a, b), len(calls) == 2 and die())
     elif where == "segment":  # the added vectors half written
         real_save = np.save
-        np.save = lambda file, arr, **kw: ("segments" in str(file) and (open(file, "wb").write(b"x" * 100), die()))\\
-            or real_save(file, arr, **kw)
+        def save(file, arr, **kw):
+            if "segments" in str(file):
+                open(file, "wb").write(b"x" * 100)
+                die()
+            real_save(file, arr, **kw)
+        np.save = save
     elif where == "checksums":  # everything written, the manifest not yet
         artifacts.write_checksums = lambda d: die()
     elif where == "after-swap":  # the new index in place, the old one not yet removed

@@ -396,3 +396,26 @@ def test_a_usearch_update_writes_its_own_graph_and_links_the_others(tmp_path, fr
     again = load_index(idx)
     assert len(again) == 42 and "d5" not in again.index.ids and again.index.search(added, 1)[1][2] == ["c"]
     verify_tree(idx)
+
+
+def test_many_small_adds_to_a_loaded_flat_index_are_one_part_and_one_segment(tmp_path, fresh_registry):
+    import numpy as np
+
+    from structret_indexes.flat import FlatIndex
+
+    whole = _saved_flat(tmp_path / "idx")
+    loaded = FlatIndex.load(tmp_path / "idx")
+    rng = np.random.default_rng(4)
+    for i in range(100):  # one at a time, searching between adds
+        vector = rng.standard_normal((1, 16), dtype=np.float32)
+        loaded.add([f"one{i}"], vector)
+        whole.add([f"one{i}"], vector)
+        if i % 25 == 0:
+            assert loaded.search(vector, 1)[1] == [[f"one{i}"]]
+    assert len(loaded._parts) == 2  # the saved file, and one tail of what was added
+    queries = rng.standard_normal((3, 16), dtype=np.float32)
+    assert loaded.search(queries, 9)[1] == whole.search(queries, 9)[1]
+    loaded.save(tmp_path / "again")
+    layout = json.loads((tmp_path / "again" / "structret.json").read_text())["layout"]
+    assert layout == {"base_count": 50, "segments": [["00001", 100]]}
+    assert FlatIndex.load(tmp_path / "again").ids == whole.ids

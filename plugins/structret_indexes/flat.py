@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +26,7 @@ from structret.artifacts import atomic_dir, write_meta
 from structret.errors import ArtifactError
 from structret.indexing import (
     IndexInputError,
+    SavedFiles,
     as_matrix,
     base_meta,
     check_ids,
@@ -109,9 +110,11 @@ class FlatIndex:
         self._scores_in_bf16: bool | None = None  # scoring="auto" resolved on the first search
         self._bf16: Any = None  # the bf16 copy of the vectors (and their largest norm), made on first use
         self._vectors = np.empty((0, self.dim), dtype=np.float32)  # capacity; rows past _count unused
-        # a loaded index's vectors as its files hold them (base, then segments), memory-mapped, plus
-        # what was added since; joined into _vectors when a search or a removal needs them whole
+        # a loaded index's vectors as its files hold them (base, then segments), memory-mapped, then
+        # one part of what was added since (a view of _tail); searched part by part, joined into
+        # _vectors only when a removal or a caller of .vectors needs them whole
         self._parts: list[np.ndarray] | None = None
+        self._tail = np.empty((0, self.dim), dtype=np.float32)  # capacity, as _vectors
         self._subs: list[FlatIndex] | None = None  # one FlatIndex over each part, to search it in place
         self._origin: _Origin | None = None  # the saved files this index's first rows are, while true
         self._count = 0
@@ -139,20 +142,14 @@ class FlatIndex:
         if self.metric == "cosine":
             vectors = normalize_rows(vectors)
         if self._parts is not None:  # a loaded index: the saved rows stay where they are
-            self._parts.append(np.array(vectors, dtype=np.float32))
-            self._count += len(vectors)
-            self._bf16 = None
-            self._ids.extend(ids)
-            self._id_set.update(ids)
-            return
-        end = self._count + len(vectors)
-        if end > len(self._vectors):
-            # grow geometrically so many small adds cost amortized O(1) copies per row
-            grown = np.empty((max(end, 2 * len(self._vectors)), self.dim), dtype=np.float32)
-            grown[: self._count] = self._vectors[: self._count]
-            self._vectors = grown
-        self._vectors[self._count : end] = vectors
-        self._count = end
+            saved = len(self._origin.segments) + 1
+            added = self._count - self._origin.count
+            self._tail = _appended(self._tail, added, vectors)
+            self._parts[saved:] = [self._tail[: added + len(vectors)]]
+            self._subs = self._subs[:saved] if self._subs else None  # the tail's own is made again
+        else:
+            self._vectors = _appended(self._vectors, self._count, vectors)
+        self._count += len(vectors)
         self._bf16 = None
         self._ids.extend(ids)
         self._id_set.update(ids)
@@ -339,23 +336,16 @@ class FlatIndex:
 
     def _save_appended(self, tmp: Path) -> dict[str, Any] | None:
         origin = self._origin
-        if origin is None or len(origin.segments) >= MAX_SEGMENTS or not origin.unchanged():
+        if origin is None or len(origin.segments) >= MAX_SEGMENTS or not origin.files.unchanged():
             return None
-        for name in origin.files:
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(origin.folder / name, tmp / name)
-            except OSError:  # another file system, or one without hard links
-                shutil.copyfile(origin.folder / name, tmp / name)
+        for name in origin.files.identities:
+            origin.files.link(name, tmp / name)
         segments = list(origin.segments)
         if self._count > origin.count:
             name = f"{len(segments) + 1:05d}"
             (tmp / SEGMENTS_DIR).mkdir(exist_ok=True)
-            if self._parts is not None:  # the parts after the saved files' own
-                added = self._parts[1 + len(segments):]
-            else:
-                added = [self._vectors[origin.count:self._count]]
-            np.save(tmp / SEGMENTS_DIR / f"{name}.npy", np.concatenate(added), allow_pickle=False)
+            added = self._tail if self._parts is not None else self._vectors[origin.count:]
+            np.save(tmp / SEGMENTS_DIR / f"{name}.npy", added[: self._count - origin.count], allow_pickle=False)
             (tmp / SEGMENTS_DIR / f"{name}.ids.json").write_text(
                 json.dumps(self._ids[origin.count:], ensure_ascii=False), encoding="utf-8")
             segments.append([name, self._count - origin.count])
@@ -389,37 +379,33 @@ class FlatIndex:
         index._parts, index._count = parts, count
         names = [VECTORS_FILE, "ids.json"] + [f"{SEGMENTS_DIR}/{n}{ext}" for n, _ in segments
                                               for ext in (".npy", ".ids.json")]
-        index._origin = _Origin.of(Path(path), names, count, base_count, [list(s) for s in segments])
+        index._origin = _Origin(SavedFiles.of(path, names), count, base_count, [list(s) for s in segments])
         return index
 
     def __repr__(self) -> str:
         return f"FlatIndex(dim={self.dim}, metric={self.metric!r}, len={self._count})"
 
 
+@dataclass
 class _Origin:
-    """The saved files a loaded index's first ``count`` rows are, and their identities (device,
-    inode) when loaded: if another writer replaced them since, they are not hard-linked."""
+    """The saved files (base, segments) that a loaded index's first ``count`` rows are."""
 
-    def __init__(self, folder: Path, files: dict[str, tuple[int, int]], count: int, base_count: int,
-                 segments: list[list[Any]]):
-        self.folder, self.files, self.count, self.base_count, self.segments = (folder, files, count, base_count,
-                                                                                segments)
-
-    @classmethod
-    def of(cls, folder: Path, names: list[str], count: int, base_count: int, segments: list[list[Any]]) -> "_Origin":
-        folder = folder.resolve()
-        return cls(folder, {n: _identity(folder / n) for n in names}, count, base_count, segments)
-
-    def unchanged(self) -> bool:
-        try:
-            return all(_identity(self.folder / name) == ident for name, ident in self.files.items())
-        except OSError:
-            return False
+    files: SavedFiles
+    count: int
+    base_count: int
+    segments: list[list[Any]]  # [name, rows] of each segment
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
+def _appended(buffer: np.ndarray, count: int, rows: np.ndarray) -> np.ndarray:
+    """``rows`` written after the first ``count`` rows of ``buffer``, grown geometrically when full, so
+    many small adds cost amortized O(1) copies per row."""
+    end = count + len(rows)
+    if end > len(buffer):
+        grown = np.empty((max(end, 2 * len(buffer)), buffer.shape[1]), dtype=np.float32)
+        grown[:count] = buffer[:count]
+        buffer = grown
+    buffer[count:end] = rows
+    return buffer
 
 
 def _read_vectors(file: str, rows: int, dim: int) -> np.ndarray:

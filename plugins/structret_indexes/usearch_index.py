@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -14,6 +13,7 @@ from structret.artifacts import atomic_dir, write_meta
 from structret.errors import ArtifactError
 from structret.indexing import (
     IndexInputError,
+    SavedFiles,
     as_matrix,
     base_meta,
     check_ids,
@@ -72,8 +72,7 @@ class USearchIndex:
         # the graphs, each with the file it was loaded from while it is unchanged (None: to be written);
         # adds go to the last one, which is a new graph if the last one came from a file
         self._graphs: list[list[Any]] = [[self._new_graph(), None]]
-        self._saved_from: Path | None = None  # the folder the files came from, and their identities
-        self._identities: dict[str, tuple[int, int]] = {}
+        self._saved: SavedFiles | None = None  # the files the graphs were loaded from
         self._key_of: dict[str, int] = {}  # insertion order: ids.json lists them in it
         self._id_of: dict[int, str] = {}
         self._next_key = 0
@@ -184,18 +183,15 @@ class USearchIndex:
     def _write_graphs(self, tmp: Path) -> list[list[Any]]:
         """Each graph as a file of ``tmp``: the first INDEX_FILE, the others under SEGMENTS_DIR; a graph
         unchanged since it was loaded is hard-linked from its file, the others written."""
-        unchanged = self._saved_from is not None and _still(self._saved_from, self._identities)
+        unchanged = self._saved is not None and self._saved.unchanged()
         kept = [entry for n, entry in enumerate(self._graphs) if len(entry[0]) or n == 0]
         graphs = []
         for n, (graph, source) in enumerate(kept):
             name = INDEX_FILE if n == 0 else f"{SEGMENTS_DIR}/{n:05d}.usearch"
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             if source is not None and unchanged:
-                try:
-                    os.link(self._saved_from / source, tmp / name)
-                except OSError:  # another file system, or one without hard links
-                    shutil.copyfile(self._saved_from / source, tmp / name)
+                self._saved.link(source, tmp / name)
             else:
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 graph.save(str(tmp / name))
             graphs.append([name, len(graph)])
         return graphs
@@ -216,8 +212,7 @@ class USearchIndex:
             raise ArtifactError(f"{os.path.join(path, 'structret.json')}: its graphs do not add up to count={count}; "
                                 f"the index is damaged, rebuild it.")
         index._graphs = [[index._read_graph(os.path.join(path, name), n, dim), name] for name, n in files]
-        index._saved_from = Path(path).resolve()
-        index._identities = {name: _identity(index._saved_from / name) for name, _ in files}
+        index._saved = SavedFiles.of(path, [name for name, _ in files])
         ids = read_ids(path, count)
         keys_file = os.path.join(path, KEYS_FILE)
         try:
@@ -258,15 +253,3 @@ class USearchIndex:
         return (f"USearchIndex(dim={self.dim}, metric={self.metric!r}, dtype={self.dtype!r}, len={len(self)}, "
                 f"connectivity={self.connectivity}, expansion_search={self.expansion_search})")
 
-
-def _identity(path: Path) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
-
-
-def _still(folder: Path, identities: dict[str, tuple[int, int]]) -> bool:
-    """Whether the files loaded from ``folder`` are still there, the same files (not replaced by another writer)."""
-    try:
-        return all(_identity(folder / name) == ident for name, ident in identities.items())
-    except OSError:
-        return False

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from structret.api.models import Model, open_model
 from structret.contracts import optional
 from structret.errors import StructretError
 from structret.registry import get_registry
+
+if TYPE_CHECKING:  # numpy comes with it: imported where an index is loaded
+    from structret.indexing import SavedFiles
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ class SearchIndex:
 
         self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
                         | {"model": self.meta.get("model")})
+        # the texts files it was loaded with linked and only the added texts written, else all of them
         if self.texts is not None and not self._save_added_texts(Path(path)) and self.texts:
             write_texts(path, list(self.texts), list(self.texts.values()))
         if self.lexical is not None:
@@ -168,31 +172,23 @@ class SearchIndex:
         """Hard-link the texts files this index was loaded with and write only the texts added since, as one
         more file; False (write them all) if any was removed, or the files are not the ones loaded."""
         import itertools
-        import shutil
 
         from structret.embeddings import write_texts
 
         origin = self._texts_origin
-        if origin is None or len(origin.files) > _MAX_TEXT_FILES:
+        names = list(origin.files.identities) if origin is not None else []
+        if origin is None or len(names) > _MAX_TEXT_FILES or not origin.files.unchanged():
             return False
         # origin.ids None: the saved texts were not read, and self.texts holds only the ones added since
         saved = len(origin.ids) if origin.ids is not None else 0
         if len(self.texts) < saved or not all(
                 a is b or a == b for a, b in zip(itertools.islice(self.texts, saved), origin.ids or ())):
             return False
-        try:
-            if any(_identity(origin.folder / n) != ident for n, ident in origin.files.items()):
-                return False
-            for name in origin.files:
-                try:
-                    os.link(origin.folder / name, path / name)
-                except OSError:
-                    shutil.copyfile(origin.folder / name, path / name)
-        except OSError:
-            return False
+        for name in names:
+            origin.files.link(name, path / name)
         added = list(itertools.islice(self.texts, saved, None))
         if added:
-            write_texts(path, added, [self.texts[i] for i in added], segment=len(origin.files))
+            write_texts(path, added, [self.texts[i] for i in added], segment=len(names))
         return True
 
     def _save_lexical(self, path: Path) -> None:
@@ -235,23 +231,12 @@ class SearchIndex:
 _MAX_TEXT_FILES = 32
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
-
-
 @dataclass
 class _TextsOrigin:
-    """The texts files an index was loaded with (their device and inode then) and the ids they hold, in order."""
+    """The texts files an index was loaded with, and the ids they hold in order."""
 
-    folder: Path
-    files: dict[str, tuple[int, int]]
+    files: SavedFiles
     ids: list[str] | None  # None: not read (an update that only adds)
-
-    @classmethod
-    def of(cls, folder: Path, names: list[str], ids: list[str] | None) -> "_TextsOrigin":
-        folder = folder.resolve()
-        return cls(folder, {n: _identity(folder / n) for n in names}, ids)
 
 
 _SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
@@ -368,7 +353,7 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     the first search without one. ``texts=False`` skips reading the texts."""
     from structret.artifacts import read_meta, verified
     from structret.embeddings import read_index_texts, text_files
-    from structret.indexing import load_index as load_plugin_index
+    from structret.indexing import SavedFiles, load_index as load_plugin_index
 
     with verified(path, verify=verify):  # checked once, though read three times
         meta = read_meta(path)
@@ -376,7 +361,7 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
         kept, why_not = read_index_texts(path, verify=verify) if texts else ({}, None)
         loaded = SearchIndex(index, meta=meta, texts=kept or None, verify=verify, path=path)
         if kept:
-            loaded._texts_origin = _TextsOrigin.of(Path(path), text_files(path), list(kept))
+            loaded._texts_origin = _TextsOrigin(SavedFiles.of(path, text_files(path)), list(kept))
         if meta.get("lexical"):
             loaded._load_lexical(Path(path))
     loaded.texts_note = why_not

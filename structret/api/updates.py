@@ -59,6 +59,7 @@ def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) ->
     and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
     from structret.api.indexes import _TextsOrigin
     from structret.embeddings import read_index_texts, text_files
+    from structret.indexing import SavedFiles
 
     names = text_files(path)
     if not names:
@@ -70,7 +71,7 @@ def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) ->
     else:
         found.texts, ids = {}, None
     if found.texts is not None:
-        found._texts_origin = _TextsOrigin.of(Path(path), names, ids)
+        found._texts_origin = _TextsOrigin(SavedFiles.of(path, names), ids)
 
 
 @contextlib.contextmanager

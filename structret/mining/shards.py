@@ -253,7 +253,8 @@ def _structure_row(job: Job, rel: str, partition: str | None, fn: Any, file: Pat
     return {"repo": job.repo, "path": rel, "func_name": fn.func_name, "original_string": fn.original_string,
             "language": job.language, "code": code, "code_tokens": fn.code_tokens, "docstring": "",
             "docstring_tokens": tokenize_docstring(query), "sha": job.sha,
-            **({"partition": partition} if partition else {}), "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}", "pair_kind": kind}
+            **({"partition": partition} if partition else {}),
+            "url": f"{file.as_uri()}#L{fn.start_line}-L{fn.end_line}", "pair_kind": kind}
 
 
 def read_shard(job: Job, shard: Shard, miner: Miner, notes: list[str]) -> list[dict]:
