@@ -482,8 +482,10 @@ OPTIONAL: dict[str, dict[str, str]] = {
                               "encoder's, not a tied input embedding): all that LM-head warm-up trains",
         "text_prefixes": "{'query': str, 'document': str} put before each text; structret export writes them "
                          "as sentence-transformers prompts and into the ONNX export",
-        "aspect_slots": "names of MADRAL's aspect slots fused into the vector (empty: none); export refuses them",
-        "informed_layers": "how many layers carry Khan & Jang's informed head (0: none); export refuses them",
+        "pooled_encoder": "pooled_encoder() -> structret.records.PooledEncoder | str: its vectors as one encoder "
+                          "forward and CLS or mean pooling, which structret export writes; a str says why its "
+                          "vectors are not that (e.g. something else is fused in), and export refuses it saying so. "
+                          "A backbone without it is not exported",
         "adapter": "the settings of a LoRA adapter trained instead of the whole encoder ({'r', 'alpha', 'dropout', "
                    "'targets'}; None: none); structret export merges it (merge_adapter) before writing",
         "merge_adapter": "merge_adapter(): fold the adapter into the base weights, the same vectors from a plain "

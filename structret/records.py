@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 
 @dataclass
@@ -96,6 +96,19 @@ class Sequence:
 # 75,639; an ESCI product description is listing text of a few thousand characters. It is
 # defined here, not in a reader plugin, because every reader applies it.
 MAX_FIELD_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class PooledEncoder:
+    """A backbone's vectors as one transformer encoder forward, pooled, maybe normalised: what
+    ``structret export`` writes as a sentence-transformers folder or an ONNX graph. A backbone
+    gives it from ``pooled_encoder()`` (contracts.OPTIONAL) when its vectors are exactly that."""
+
+    module: Any  # a transformers model: (input_ids, attention_mask[, token_type_ids]) -> last_hidden_state
+    tokenizer: Any  # its transformers (fast) tokenizer
+    pooling: str  # "cls" (the first token) or "mean" (over the attention mask)
+    normalize: bool  # vectors scaled to unit length
+    max_length: int  # tokens per text, longer texts are cut
 
 
 @dataclass

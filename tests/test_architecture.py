@@ -12,6 +12,10 @@
   (``structret_*``), by an import statement or a ``"structret_x.module"`` string
   (``importlib``, a lazy registry target). Plugins reach core through the registry's
   entry points, which name no package in core's code.
+* Plugins reach core through one surface: a plugin package imports from ``structret`` only
+  ``structret.plugin``, ``structret.errors``, ``structret.records`` and ``hookimpl``, and
+  imports no other plugin package (what two plugins share belongs in core's surface).
+  Imports under ``if TYPE_CHECKING:`` count here: an annotation is a dependency too.
 
 Today's violations owned by work in progress are listed in the KNOWN_* sets below. Each
 entry must still be a violation, so the lists can only shrink: fix one, delete its entry.
@@ -36,6 +40,9 @@ KNOWN_LONG: set[str] = set()
 
 # Modules of structret/ allowed to name a plugin package (none today: entry points suffice).
 PLUGIN_IMPORTS_ALLOWED: set[str] = set()
+
+# What a plugin package may import from core (structret/plugin.py is the surface).
+SURFACE = {"structret.plugin", "structret.errors", "structret.records"}
 
 _PLUGIN_PACKAGE = re.compile(r"structret_[a-z0-9_]+")
 _PLUGIN_TARGET = re.compile(r"structret_[a-z0-9_]+[.:][A-Za-z_]")  # "structret_code.plugin", "pkg:attr"
@@ -91,14 +98,15 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def imports_of(module: Module, tree: ast.Module | None = None) -> list[Import]:
-    """Every import statement of ``module``, at any depth, except those under ``if TYPE_CHECKING:``."""
+def imports_of(module: Module, tree: ast.Module | None = None, *, type_checking: bool = False) -> list[Import]:
+    """Every import statement of ``module``, at any depth, except (unless ``type_checking``) those
+    under ``if TYPE_CHECKING:``."""
     tree = tree or ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
     package = module.name if module.is_package else module.name.rpartition(".")[0]
     found: list[Import] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if isinstance(node, ast.If) and _type_checking_only(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -255,6 +263,24 @@ def core_plugin_imports(modules: dict[str, Module]) -> list[str]:
     return found
 
 
+def plugin_imports_outside_surface(modules: dict[str, Module]) -> list[str]:
+    """Places in plugin packages that import core past its surface, or another plugin package."""
+    found = []
+    for module in modules.values():
+        if module.in_core:
+            continue
+        own = module.name.split(".")[0]
+        for imp in imports_of(module, type_checking=True):
+            top = imp.target.split(".")[0]
+            if imp.target == "structret" and imp.names and set(imp.names) <= {"hookimpl"}:
+                continue
+            if top == "structret" and imp.target not in SURFACE:
+                found.append(f"{module.rel}:{imp.line}: imports {imp.target} (use structret.plugin)")
+            elif _PLUGIN_PACKAGE.fullmatch(top) and top != own:
+                found.append(f"{module.rel}:{imp.line}: imports another plugin, {imp.target}")
+    return found
+
+
 # --- the rules ---------------------------------------------------------------------------
 
 
@@ -286,6 +312,12 @@ def test_core_imports_no_plugin():
     assert not found, "structret/ must not know a plugin package (reach plugins through the registry):\n" + (
         "\n".join(found)
     )
+
+
+def test_plugins_import_only_the_surface():
+    found = plugin_imports_outside_surface(all_modules())
+    assert not found, ("plugins reach core only through structret.plugin, structret.errors and structret.records "
+                       "(add a name to structret/plugin.py if a plugin needs it):\n" + "\n".join(found))
 
 
 def test_every_package_is_seen():
@@ -357,4 +389,22 @@ def test_core_naming_a_plugin_is_found(tmp_path):
         "structret/b.py:2: imports structret_objectives.masking",
         "structret/c.py:2: names 'structret_code.plugin'",
         "structret/d.py:1: names 'structret_code.extractors:PythonTokenize'",
+    ]
+
+
+def test_a_plugin_past_the_surface_is_found(tmp_path):
+    modules = write_package(tmp_path, {
+        "structret/plugin.py": "",
+        "structret_code/__init__.py": "from structret import hookimpl\n",
+        "structret_code/a.py": "from structret.plugin import Options\nfrom structret.errors import PluginError\n"
+                               "from structret_code import b\n",
+        "structret_code/b.py": "from structret.registry import get_registry\nimport structret\n",
+        "structret_code/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from structret.api import Model\n"
+                               "def f():\n    from structret_text.nouns import Nouns\n",
+    })
+    assert plugin_imports_outside_surface(modules) == [
+        "structret_code/b.py:1: imports structret.registry (use structret.plugin)",
+        "structret_code/b.py:2: imports structret (use structret.plugin)",
+        "structret_code/c.py:3: imports structret.api (use structret.plugin)",
+        "structret_code/c.py:5: imports another plugin, structret_text.nouns",
     ]

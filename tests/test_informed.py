@@ -17,7 +17,7 @@ from _tiny_models import one_torch_thread, tiny_bert_dir  # noqa: E402,F401  (au
 from structret.recipes import ObjectiveError  # noqa: E402
 from structret.registry import PluginEntry, Registry  # noqa: E402
 from structret_structure import plugin  # noqa: E402
-from structret_structure.informed import NO_PARENT, gold_attention, spread_parents  # noqa: E402
+from structret.parents import NO_PARENT, gold_attention, spread_parents  # noqa: E402
 from structret_structure.model import InformedTransformer  # noqa: E402
 from structret_structure.objective import ParentAttention  # noqa: E402
 
@@ -162,7 +162,7 @@ def test_parent_attention_supervises_head_zero_only():
 
 
 def test_trains_inside_trainstep_as_an_auxiliary_loss():
-    from structret_structure.informed import parent_attention_loss
+    from structret.parents import parent_attention_loss
     from structret.training import TrainStep
     from structret_objectives.contrastive import dr
 

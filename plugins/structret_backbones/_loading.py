@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from structret import precision
-from structret.batching import PAD_TO, WINDOW, budget, token_batches
+from structret.plugin import precision
+from structret.plugin import PAD_TO, WINDOW, budget, token_batches
 from structret.errors import ModelLoadError, StructretError
 
 # texts tokenized at once when encoding: enough to sort well, small enough to hold

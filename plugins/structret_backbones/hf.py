@@ -11,7 +11,8 @@ from typing import Any, Literal, Sequence
 import torch
 
 from structret.errors import ModelLoadError
-from structret.registry import takes_options_of
+from structret.records import PooledEncoder
+from structret.plugin import takes_options_of
 from structret_backbones import aspects as slots
 from structret_backbones.onnx_runtime import RUNTIMES
 from structret_backbones._loading import (
@@ -132,7 +133,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         # head 0's attention per informed layer in the last document forward (parent-attention reads it)
         self.last_attention: list[torch.Tensor] = []
         if self.informed_layers:
-            from structret.registry import get_registry
+            from structret.plugin import get_registry
             from structret_backbones.informed import InformedTokenizer, install
 
             install(self.model)
@@ -244,6 +245,16 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         self._aspect_slots = names
         self.tokenize.prefixes = {kind: slots.prefix_text(names) + p for kind, p in self._text_prefixes.items()}
         self.capabilities = self.capabilities | {"aspect-slots"}
+
+    def pooled_encoder(self) -> PooledEncoder | str:
+        """What ``structret export`` writes, or why it cannot (contracts.OPTIONAL)."""
+        if self.aspect_slots:
+            return (f"it fuses aspect slots ({', '.join(self.aspect_slots)}) into its vectors "
+                    f"(aspect_fusion.safetensors), which neither format can hold")
+        if self.informed_layers:
+            return (f"it has informed attention heads (informed_layers={self.informed_layers}) that read "
+                    f"linearized code")
+        return PooledEncoder(self.model, self.tokenizer, self.pooling, self.normalize, self.max_length)
 
     @property
     def informed_layers(self) -> int:

@@ -7,7 +7,7 @@ transformers' ``AttentionInterface``, so it works for any encoder whose attentio
 dispatch through it and carry a ``layer_idx`` (BERT, RoBERTa, MiniLM, ... in transformers 5).
 
 Documents are linearized (dfs-parent by default) before tokenization; every word-piece
-inherits its AST token's parent (``structret_structure.informed.spread_parents``).
+inherits its AST token's parent (``structret.parents.spread_parents``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 from structret.errors import ModelLoadError
 from structret_backbones._loading import PrefixedTokenizer
-from structret_structure.informed import NO_PARENT, gold_attention, spread_parents
+from structret.plugin import NO_PARENT, gold_attention, spread_parents
 
 IMPLEMENTATION = "structret_informed"
 

@@ -26,13 +26,11 @@ EXPORT_VERSION = 3
 
 def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
     """The onnxruntime encoder of ``backbone``'s current weights, exported and checked on first use."""
-    from structret.artifacts import atomic_dir, cache_dir, verify_checksums
-    from structret.exporting import ExportError, check_faithful, require
-    from structret.exporting.onnx_encoder import OnnxEncoder
+    from structret.plugin import ExportError, OnnxEncoder, cache_dir, require_modules, verify_checksums
 
     variant = "int8" if backbone.runtime == "onnx-int8" else "fp32"
     try:
-        require("onnx", "onnxruntime")
+        require_modules("onnx", "onnxruntime")
     except ExportError as exc:
         raise ModelLoadError(f"runtime={backbone.runtime}: {exc}") from None
     runtime, dtype = backbone.runtime, backbone._dtype  # _dtype: "auto" stays unresolved, nothing is probed
@@ -40,7 +38,7 @@ def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
     try:
         where = cache_dir() / DIRECTORY / f"{backbone.fingerprint()[:40]}-v{EXPORT_VERSION}"
         if not (where / "checksums.json").is_file():
-            _export(backbone, backbone_name, runtime, where, atomic_dir, check_faithful)
+            _export(backbone, backbone_name, runtime, where)
         verify_checksums(where)
     finally:
         backbone.runtime, backbone.dtype = runtime, dtype
@@ -49,19 +47,12 @@ def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
     return OnnxEncoder(where, variant=variant, threads=torch.get_num_threads())
 
 
-def _export(backbone: Any, backbone_name: str, runtime: str, where: Any, atomic_dir: Any, check_faithful: Any) -> None:
-    from structret.api.models import Model
-    from structret.exporting import ExportError
-    from structret.exporting.onnx_graph import check_onnx, write_graphs
+def _export(backbone: Any, backbone_name: str, runtime: str, where: Any) -> None:
+    from structret.plugin import ExportError, write_checked_onnx
 
-    model = Model(backbone, backbone_name=backbone_name)
     try:
-        check_faithful(model, where)
         log.info("runtime=%s: exporting %s to ONNX in %s (once)", runtime, backbone.name, where)
-        with atomic_dir(where) as tmp:
-            write_graphs(model, tmp, source=backbone.source)
-            for line in check_onnx(model, tmp, echo=log.info, speed=False):
-                log.info("%s", line)
+        write_checked_onnx(backbone, backbone_name, where, echo=log.info)
     except ExportError as exc:
         raise ModelLoadError(f"runtime={runtime} cannot be used for {backbone.name}: {exc} "
                              f"Encode with runtime=torch (the default).") from None

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from structret.options import Names, Options
+from structret.plugin import Names, Options
 
 
 class Encoder(Options):

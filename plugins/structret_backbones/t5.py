@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from structret.errors import ModelLoadError
-from structret.registry import takes_options_of
+from structret.plugin import takes_options_of
 from structret_backbones._loading import TrainableMixin, TransformerBackbone
 
 T5_BASE_ID = "google-t5/t5-base"

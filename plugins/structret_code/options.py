@@ -2,7 +2,7 @@
 and ``structret linearize``, a recipe's table when a run names one). Kept apart from them so that
 listing or checking options never imports tree-sitter."""
 
-from structret.options import Count, Names, Options
+from structret.plugin import Count, Names, Options
 
 
 class PythonTokenize(Options):

@@ -29,7 +29,7 @@ import warnings
 from bisect import bisect_left
 from typing import Iterator
 
-from structret.mining import MinedFunction
+from structret.plugin import MinedFunction
 
 _LAYOUT = {
     tokenize.COMMENT,

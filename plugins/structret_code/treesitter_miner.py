@@ -31,7 +31,7 @@ from typing import Callable, Iterator
 
 import tree_sitter
 
-from structret.mining import MinedFunction
+from structret.plugin import MinedFunction
 from structret_code.treesitter import ParseTimeout, load_grammar, parse
 
 # (name, function node, anchor node the doc comment sits above, is a constructor)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, BeforeValidator, ConfigDict
 
-from structret.options import Count, Options
+from structret.plugin import Count, Options
 from structret.records import MAX_FIELD_CHARS
 
 

@@ -22,9 +22,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from structret.artifacts import atomic_dir, write_meta
+from structret.plugin import atomic_dir, write_meta
 from structret.errors import ArtifactError
-from structret.indexing import (
+from structret.plugin import (
     IndexInputError,
     SavedFiles,
     as_matrix,
@@ -81,7 +81,7 @@ def bf16_error(query_norm: Any, max_vector_norm: float, max_abs_score: Any) -> A
 
 def bf16_scoring_pays() -> bool:
     """Whether this CPU multiplies bf16 clearly faster than fp32 (structret.precision's matmul timings)."""
-    from structret import precision
+    from structret.plugin import precision
 
     return precision.bf16_matmul_faster()
 

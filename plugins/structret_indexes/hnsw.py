@@ -9,9 +9,9 @@ from typing import Any, Sequence
 import hnswlib
 import numpy as np
 
-from structret.artifacts import atomic_dir, write_meta
+from structret.plugin import atomic_dir, write_meta
 from structret.errors import ArtifactError
-from structret.indexing import (
+from structret.plugin import (
     IndexInputError,
     as_matrix,
     base_meta,

@@ -18,9 +18,9 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from structret.artifacts import atomic_dir, write_meta
+from structret.plugin import atomic_dir, write_meta
 from structret.errors import ArtifactError, PluginError, StructretError
-from structret.indexing import (
+from structret.plugin import (
     IndexInputError,
     as_matrix,
     base_meta,

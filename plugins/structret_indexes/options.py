@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from structret.options import Count, Options
+from structret.plugin import Count, Options
 
 
 class Flat(Options):

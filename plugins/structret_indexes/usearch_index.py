@@ -9,9 +9,9 @@ from typing import Any, Sequence
 import numpy as np
 from usearch.index import Index as _Graph
 
-from structret.artifacts import atomic_dir, write_meta
+from structret.plugin import atomic_dir, write_meta
 from structret.errors import ArtifactError
-from structret.indexing import (
+from structret.plugin import (
     IndexInputError,
     SavedFiles,
     as_matrix,

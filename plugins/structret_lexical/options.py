@@ -3,7 +3,7 @@ retriever so that listing or checking them never imports bm25s."""
 
 from pydantic import Field
 
-from structret.options import Options
+from structret.plugin import Options
 
 
 class BM25(Options):

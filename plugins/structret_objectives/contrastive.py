@@ -12,8 +12,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from structret.contracts import ObjectiveDefaults
-from structret.recipes import ObjectiveError
+from structret.plugin import ObjectiveDefaults
+from structret.errors import ObjectiveError
 
 SIMILARITIES = ("dot", "cos")
 

@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from structret.contracts import ObjectiveDefaults, check_entities
-from structret.options import LMWarmupOptions
-from structret.recipes import ObjectiveError
+from structret.plugin import ObjectiveDefaults, check_entities
+from structret.plugin import LMWarmupOptions
+from structret.errors import ObjectiveError
 from structret.records import CodeRecord, Entity, ItemRecord
 from structret_objectives import masking
 
@@ -105,7 +105,7 @@ class EntityMasking(ObjectiveDefaults):
         variant = _variant(self.name, backbone)
         _check_tokenizer(self.name, variant, backbone)
         if self.extractor != "auto":
-            from structret.registry import get_registry
+            from structret.plugin import get_registry
 
             get_registry().get("extractor", self.extractor)  # unknown: names the known ones
 
@@ -126,7 +126,7 @@ class EntityMasking(ObjectiveDefaults):
         """Entity spans into ``text``, the passage made from ``record``."""
         name = self.extractor_for(record)
         if name not in self._extractors:
-            from structret.registry import get_registry
+            from structret.plugin import get_registry
 
             self._extractors[name] = get_registry().create("extractor", name)
         extractor = self._extractors[name]

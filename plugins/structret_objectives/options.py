@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from structret.options import LMWarmupOptions, Options
+from structret.plugin import LMWarmupOptions, Options
 
 
 class Contrastive(Options):
@@ -39,7 +39,7 @@ class EntityMasking(LMWarmupOptions):
     @classmethod
     def _installed(cls, name: str) -> str:
         if name != "auto":
-            from structret.registry import get_registry
+            from structret.plugin import get_registry
 
             get_registry().check("extractor", name)  # unknown: lists the installed ones
         return name

@@ -31,9 +31,9 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from structret.contracts import ObjectiveDefaults
+from structret.plugin import ObjectiveDefaults
 from structret.errors import StructretError
-from structret.recipes import ObjectiveError
+from structret.errors import ObjectiveError
 from structret.records import ItemRecord
 
 DEFAULT_ASPECTS = ("brand", "color")

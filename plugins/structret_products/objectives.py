@@ -71,10 +71,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from structret.contracts import ObjectiveDefaults
+from structret.plugin import ObjectiveDefaults
 from structret.errors import PluginError
-from structret.options import LMWarmupOptions
-from structret.recipes import ObjectiveError
+from structret.plugin import LMWarmupOptions
+from structret.errors import ObjectiveError
 from structret.records import ItemRecord, Query
 from structret_products.linearizers import (
     CONTENT_FIELDS,

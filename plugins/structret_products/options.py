@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from structret.options import LMWarmupOptions, Names, Options
+from structret.plugin import LMWarmupOptions, Names, Options
 
 DEFAULT_ASPECTS = ["brand", "color"]  # what the esci reader fills in; MA-Amazon adds category levels
 CONTENT_FIELDS = ["title", "content"]

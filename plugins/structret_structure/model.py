@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from structret.errors import ModelLoadError
-from structret_structure.informed import NO_PARENT, gold_attention
+from structret.plugin import NO_PARENT, gold_attention
 from structret_structure.tokenizer import StructureTokenizer, Tokenize, train_bpe
 
 MODEL_TYPE = "structret-informed-transformer"

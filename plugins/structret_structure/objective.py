@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from structret.contracts import ObjectiveDefaults
-from structret_structure.informed import parent_attention_loss
-from structret.recipes import ObjectiveError
+from structret.plugin import ObjectiveDefaults
+from structret.plugin import parent_attention_loss
+from structret.errors import ObjectiveError
 
 
 class ParentAttention(ObjectiveDefaults):

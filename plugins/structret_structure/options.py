@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from structret.options import Count, Options
+from structret.plugin import Count, Options
 
 
 class InformedTransformer(Options):

@@ -1,7 +1,7 @@
 """Byte-level BPE over linearized code, carrying each token's AST parent to its sub-tokens.
 
 A code passage is linearized (dfs-parent) into tokens with parent indices; every token is
-split into BPE sub-tokens, which inherit its parent (``structret_structure.informed.spread_parents``).
+split into BPE sub-tokens, which inherit its parent (``structret.parents.spread_parents``).
 Queries are natural language: plain BPE, no parents.
 """
 
@@ -13,13 +13,13 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from structret_structure.informed import NO_PARENT, spread_parents
+from structret.plugin import NO_PARENT, spread_parents
 
 PAD = "<pad>"
 
 
 def _linearizer(language: str, split_identifiers: bool, name: str = "dfs-parent") -> Any:
-    from structret.registry import get_registry
+    from structret.plugin import get_registry
 
     # any registered linearizer; without parents (raw, dfs) the informed head has nothing to learn
     return get_registry().create("linearizer", name, language=language, split_identifiers=split_identifiers)

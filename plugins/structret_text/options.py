@@ -4,7 +4,7 @@ Kept apart from them so that listing or checking options never imports nltk or s
 A tagger or a spaCy pipeline object (``NltkNouns(tagger=...)``, ``SpacyNouns(nlp=...)``) is
 not an option: Python callers pass it to the class itself."""
 
-from structret.options import Names, Options
+from structret.plugin import Names, Options
 
 
 class NltkNouns(Options):

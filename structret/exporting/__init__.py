@@ -14,13 +14,11 @@ from typing import Any, Callable
 
 from structret.contracts import optional
 from structret.exporting.errors import ExportError, require
+from structret.exporting.faithful import check_faithful
 
 __all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "merge_adapter", "open_run", "require"]
 
 FORMATS = ("sentence-transformers", "onnx")
-# backbones whose vectors are one encoder forward plus CLS/mean pooling (and normalisation):
-# what both formats can hold
-PLAIN_ENCODERS = ("hf-encoder", "minilm", "bert-base")
 
 
 def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:
@@ -40,25 +38,6 @@ def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:
     model = open_model(None, str(path), {"dtype": "fp32"}, verify=verify)
     check_faithful(model, path)
     return model
-
-
-def check_faithful(model: Any, where: Path) -> None:
-    """ExportError unless an encoder + pooling (+ normalisation) reproduces ``model``'s vectors."""
-    b = model.backbone
-    if model.backbone_name not in PLAIN_ENCODERS:
-        raise ExportError(f"{where} uses the {model.backbone_name} backbone; export handles encoder-only models "
-                          f"with CLS or mean pooling ({', '.join(PLAIN_ENCODERS)}). Its vectors would differ.")
-    if optional("backbone", b, "aspect_slots", ()):
-        raise ExportError(f"{where} fuses aspect slots ({', '.join(b.aspect_slots)}) into its vectors "
-                          f"(aspect_fusion.safetensors), which neither format can hold; its export would give "
-                          f"different vectors, so it is refused.")
-    if optional("backbone", b, "informed_layers", 0):
-        raise ExportError(f"{where} has informed attention heads (informed_layers={b.informed_layers}) that read "
-                          f"linearized code; an export would give different vectors, so it is refused.")
-    if model.text_format.name:
-        raise ExportError(f"{where} formats texts with the '{model.text_format.name}' text format before encoding, "
-                          f"which an exported model would not do; its vectors for the same records would "
-                          f"differ, so it is refused.")
 
 
 def merge_adapter(model: Any, echo: Callable[[str], None] = print) -> None:

@@ -12,9 +12,11 @@ from typing import Any, Callable
 
 from structret.contracts import optional
 from structret.exporting.card import model_card
+from structret.exporting.faithful import check_faithful
 from structret.exporting.checks import (FP32_COSINE, INT8_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines,
                                         texts_per_second)
 from structret.exporting.onnx_encoder import ONNX_META, VARIANTS, OnnxEncoder
+from structret.records import PooledEncoder
 
 OPSET = 17
 USAGE = """\
@@ -39,38 +41,41 @@ accepts it; an index built with any other model refuses it.
 """
 
 
-def pooled_module(backbone: Any) -> Any:
-    """The backbone's encoder + pooling (+ normalisation) as one torch module of token tensors."""
+def pooled_module(parts: PooledEncoder) -> Any:
+    """The encoder + pooling (+ normalisation) as one torch module of token tensors."""
     import torch
     import torch.nn.functional as F
 
     class Pooled(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.encoder = backbone.model
+            self.encoder = parts.module
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
                 inputs["token_type_ids"] = token_type_ids
             hidden = self.encoder(**inputs).last_hidden_state
-            if backbone.pooling == "cls":
+            if parts.pooling == "cls":
                 vectors = hidden[:, 0]
             else:
                 mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
                 vectors = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-            return F.normalize(vectors, dim=-1) if backbone.normalize else vectors
+            return F.normalize(vectors, dim=-1) if parts.normalize else vectors
 
     return Pooled().eval()
 
 
 def export_graph(backbone: Any, path: Path, *, fused: bool = True) -> None:
-    """The backbone as ONNX at ``path``; ``fused``: eager attention and fuse_graph (unfused: as exported)."""
+    """The backbone's pooled encoder as ONNX at ``path``; ``fused``: eager attention and fuse_graph
+    (unfused: as exported)."""
     import torch
 
     sample = backbone.tokenize(["def f(x): return x", "a longer text to give the batch two lengths"], kind="document")
     # what the model's forward accepts and its tokenizer gives: some tokenizers give no token_type_ids
-    accepted = inspect.signature(backbone.model.forward).parameters
+    parts = optional("backbone", backbone, "pooled_encoder")()  # check_faithful has said it is a PooledEncoder
+    model = parts.module
+    accepted = inspect.signature(model.forward).parameters
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted and n in sample]
     args = tuple(sample[n] for n in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in names}
@@ -78,7 +83,6 @@ def export_graph(backbone: Any, path: Path, *, fused: bool = True) -> None:
     # score tensor, which onnxruntime cannot fuse: on MiniLM those two took 20% of the fp32 graph's time
     # and 34% of the int8 one's. Eager attention is the same arithmetic and fuses (fuse_graph below).
     # Only SDPA is swapped: a custom attention (informed layers) is exported as it is.
-    model = backbone.model
     attention = getattr(model.config, "_attn_implementation", None)
     eager = fused and attention == "sdpa" and hasattr(model, "set_attn_implementation")
     try:
@@ -89,7 +93,7 @@ def export_graph(backbone: Any, path: Path, *, fused: bool = True) -> None:
             # deprecation and tracer warnings are hidden: whether the trace generalises to other
             # batch sizes and lengths is what check_onnx measures, on batches of one and of many.
             warnings.simplefilter("ignore")
-            torch.onnx.export(pooled_module(backbone), args, str(path), input_names=names, output_names=["embedding"],
+            torch.onnx.export(pooled_module(parts), args, str(path), input_names=names, output_names=["embedding"],
                               dynamic_axes={**axes, "embedding": {0: "batch"}}, opset_version=OPSET, dynamo=False)
     finally:
         if eager:
@@ -193,14 +197,15 @@ def quantize(fp32: Path, int8: Path, *, level: str = "none", hidden: int) -> Non
 def write_graphs(model: Any, out: Path, *, source: str) -> None:
     """model.onnx, model_int8.onnx, the tokenizer and onnx_export.json in ``out``, unchecked."""
     b = model.backbone
+    parts = check_faithful(model, out)
     out.mkdir(parents=True, exist_ok=True)
     export_graph(b, out / VARIANTS["fp32"])
     quantize(out / VARIANTS["fp32"], out / VARIANTS["int8"], hidden=b.dim)
-    b.tokenizer.save_pretrained(out)
+    parts.tokenizer.save_pretrained(out)
     meta = {"format": "structret-onnx", "model": model.name, "backbone": model.backbone_name, "source": source,
-            "dim": b.dim, "pooling": b.pooling, "normalize": b.normalize, "max_length": b.max_length,
-            "prefixes": dict(optional("backbone", b, "text_prefixes", {}) or {}), "pad_id": b.tokenizer.pad_token_id,
-            "pad_token": b.tokenizer.pad_token, "opset": OPSET, "int8": "none", "recipe": model.recipe}
+            "dim": b.dim, "pooling": parts.pooling, "normalize": parts.normalize, "max_length": parts.max_length,
+            "prefixes": dict(optional("backbone", b, "text_prefixes", {}) or {}), "pad_id": parts.tokenizer.pad_token_id,
+            "pad_token": parts.tokenizer.pad_token, "opset": OPSET, "int8": "none", "recipe": model.recipe}
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
@@ -281,3 +286,18 @@ def _record_int8_level(out: Path, level: str) -> None:
     meta = json.loads((out / ONNX_META).read_text(encoding="utf-8"))
     meta["int8"] = level
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def write_checked(backbone: Any, backbone_name: str, where: Path, *, echo: Callable[[str], None]) -> None:
+    """``where`` as ``structret export --format onnx`` writes it for ``backbone``'s current weights,
+    checked against them (cosines only, no speed): what a backbone's ``runtime="onnx"`` encodes
+    with. ExportError when the backbone's vectors cannot be exported faithfully."""
+    from structret.api.models import Model
+    from structret.artifacts import atomic_dir
+
+    model = Model(backbone, backbone_name=backbone_name)
+    check_faithful(model, where)
+    with atomic_dir(where) as tmp:
+        write_graphs(model, tmp, source=backbone.source)
+        for line in check_onnx(model, tmp, echo=echo, speed=False):
+            echo(line)

@@ -7,7 +7,7 @@ batch by ``margin`` in cosine, not just by a hair.
 import torch
 import torch.nn.functional as F
 
-from structret.contracts import ObjectiveDefaults
+from structret.plugin import ObjectiveDefaults
 
 
 class MarginNCE(ObjectiveDefaults):  # the defaults: no setup, no targets, no heads, empty report
@@ -20,7 +20,7 @@ class MarginNCE(ObjectiveDefaults):  # the defaults: no setup, no targets, no he
 
     def check(self, backbone) -> None:
         if "encoder" not in backbone.capabilities:
-            from structret.recipes import ObjectiveError
+            from structret.errors import ObjectiveError
 
             raise ObjectiveError(f"margin-nce needs a backbone that encodes texts; '{backbone.name}' does not")
 

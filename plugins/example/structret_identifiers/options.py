@@ -4,7 +4,7 @@ a typo in ``--set``) never imports torch."""
 
 from pydantic import Field
 
-from structret.options import Options
+from structret.plugin import Options
 
 
 class MarginNCE(Options):

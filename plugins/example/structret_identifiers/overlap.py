@@ -4,7 +4,7 @@ from collections import Counter
 
 import numpy as np
 
-from structret.registry import get_registry
+from structret.plugin import get_registry
 from structret_identifiers.extract import subtokens
 
 WORD = re.compile(r"[A-Za-z0-9]+")

@@ -1,9 +1,9 @@
-"""What a structurally-informed attention head learns (Khan & Jang): each token's AST parent.
+"""The capability ``structure-attention`` (contracts.CAPABILITIES): what an informed attention
+head learns, each token's parent in the structure the linearizer gave (Khan & Jang: the AST).
 
-Shared by every backbone that offers the capability ``structure-attention`` (this plugin's
-informed-transformer, and the backbones plugin's Hugging Face encoders with
-``informed_layers > 0``) and by the ``parent-attention`` objective, so the targets and the
-loss are defined once.
+Core holds it because two plugin kinds meet on it: a backbone that offers the capability and
+an objective that trains it. Both reach it through ``structret.plugin``, so the targets and
+the loss are defined once. torch is imported with this module, which only those plugins do.
 
 A linearizer gives parents per *word* (AST token); a tokenizer splits words into
 sub-tokens. Every sub-token inherits its word's parent, and a parent is the position of
