@@ -51,9 +51,9 @@ RULES: dict[str, str] = {
                       "torch's nn.ModuleDict, which keys the objectives' heads by name)",
     "objective-role": f"an objective's role is one of {', '.join(ROLES)}",
     "objective-members": "an objective has name, role, needs, check, standalone, module, setup, targets, report "
-                         "and counts (inherit structret.contracts.ObjectiveDefaults for the optional ones), plus "
+                         "and counts (inherit structret.plugin.ObjectiveDefaults for the optional ones), plus "
                          "loss (contrastive, auxiliary) or corrupt (corruption)",
-    "objective-check": "check(backbone) refuses a backbone it cannot train by raising structret.recipes."
+    "objective-check": "check(backbone) refuses a backbone it cannot train by raising structret.errors."
                        "ObjectiveError with a sentence for the user (any other exception is a bug in it)",
     "objective-needs": "an objective runs only on a backbone with at least one of the capabilities in its needs",
     "corrupt-labels": "corrupt() returns the passage batch as a dict of tensors with 'input_ids' and 'labels' "
@@ -160,7 +160,7 @@ class LanguageModelBackbone(TrainableBackbone, Protocol):
 
 @runtime_checkable
 class Objective(Protocol):
-    """What every objective has. ``check`` raises ``structret.recipes.ObjectiveError`` with a
+    """What every objective has. ``check`` raises ``structret.errors.ObjectiveError`` with a
     sentence before training starts; ``needs`` lists capabilities of which the backbone must
     have one (the trainer refuses otherwise, after ``check``)."""
 

@@ -128,7 +128,7 @@ def register_objectives(register):
     ``[name]`` table, checked by the options model it registers). The object has
     ``name``, ``role`` (``"contrastive"``, ``"corruption"`` or ``"auxiliary"``), ``needs``
     (it runs on a backbone with any one of these capabilities) and ``check(backbone)``,
-    which raises ``structret.recipes.ObjectiveError`` with a sentence saying why before
+    which raises ``structret.errors.ObjectiveError`` with a sentence saying why before
     training starts. A contrastive objective implements ``loss(queries, passages)`` over
     gathered vectors (each query's positive first, then its negatives); a corruption
     objective implements ``corrupt(texts, records, backbone, *, max_length,
