@@ -499,6 +499,10 @@ OPTIONAL: dict[str, dict[str, str]] = {
                      "trainer trains the LM head alone first (structret.training.warmup)",
         "contrastive_input": "a corruption objective's 'masked' (default: the contrastive loss embeds the "
                              "corrupted passage, one forward) or 'unmasked' (a second forward of the clean one)",
+        "entity_extractors": "entity_extractors() -> dict[str, str]: after training, the extractor whose entities "
+                             "it trained on, by the language of the records ('' for records without one, such as "
+                             "products); the run records it in structret.json ('entities') and structret serve marks "
+                             "hits with it",
     },
     "retriever": {
         "settings": "settings() -> str: what changes its numbers, for a results table's notes",
@@ -514,6 +518,9 @@ OPTIONAL: dict[str, dict[str, str]] = {
     "linearizer": {
         "failures": "a Counter of what it could not read, by reason (structret linearize prints it)",
         "text": "text(record) -> str | None: the record as text; only a linearizer with it can be a text_format",
+        "fields": "fields(text) -> structret.records.Layout | None: a text its text() wrote, read back into named "
+                  "fields (a title, aspects) and a body, spans into the text; structret serve shows a hit with them. "
+                  "None when the text does not fit (the whole text is shown as it is)",
     },
     "index": {
         "remove": "remove(ids): drop every id in the sequence from the index, so len() shrinks and no search "

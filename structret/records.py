@@ -99,6 +99,26 @@ MAX_FIELD_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
+class Span:
+    """One field of a text: its name and the span ``text[start:end]`` it covers."""
+
+    name: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A text a linearizer wrote, read back into named fields (its ``fields(text)``, for
+    ``structret serve``'s page): ``body`` is the free text (a description, code) that entity marks
+    are shown on, ``fields`` the short ones (aspects, a title)."""
+
+    kind: str  # the linearizer's name; "" for a text shown as it is
+    fields: tuple[Span, ...] = ()
+    body: Span | None = None
+
+
+@dataclass(frozen=True)
 class PooledEncoder:
     """A backbone's vectors as one transformer encoder forward, pooled, maybe normalised: what
     ``structret export`` writes as a sentence-transformers folder or an ONNX graph. A backbone

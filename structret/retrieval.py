@@ -4,7 +4,7 @@ both fused (``bm25+minilm``, ``bm25+runs/x``: structret.fusion)."""
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from structret.contracts import optional
 from structret.errors import PluginError
@@ -181,9 +181,18 @@ class HybridRetriever:
         return fuse_scores(lexical, dense, self.fusion)
 
 
-def trained_model(path: str, *, verify: bool = True) -> tuple[str, str, dict] | None:
-    """(backbone name, model directory, its recipe) for a model ``structret train`` wrote:
-    its run directory (the final model is used) or any checkpoint in it; None otherwise.
+class TrainedModel(NamedTuple):
+    """A model ``structret train`` wrote, as its structret.json records it."""
+
+    backbone: str  # the registered backbone name
+    directory: str  # the model's own folder (a run's final/, or a checkpoint)
+    recipe: dict  # the run's resolved recipe
+    entities: dict  # language ('' for none) -> the extractor whose entities it learned (objectives' entity_extractors)
+
+
+def trained_model(path: str, *, verify: bool = True) -> TrainedModel | None:
+    """The model ``structret train`` wrote at ``path``: its run directory (the final model is
+    used) or any checkpoint in it; None otherwise.
 
     The model's files must match its checksums.json (ArtifactError otherwise), unless
     ``verify`` is False, which says so on stderr.
@@ -210,7 +219,7 @@ def trained_model(path: str, *, verify: bool = True) -> tuple[str, str, dict] | 
     if not isinstance(meta, dict):
         raise ArtifactError(f"{directory / META_FILE} is missing or damaged, so the backbone of the model in "
                             f"{directory} is unknown. {rebuild_hint(directory)}.")
-    return meta["backbone"], str(directory), meta.get("recipe") or {}
+    return TrainedModel(meta["backbone"], str(directory), meta.get("recipe") or {}, meta.get("entities") or {})
 
 
 def resolve_system(name: str) -> tuple[str, Any]:

@@ -20,8 +20,8 @@ from _tiny_models import one_torch_thread, tiny_bert_dir, tiny_t5_dir  # noqa: F
 
 import structret
 from structret.errors import PluginError
+from structret.registry import get_registry
 from structret.serving.entities import choose_marker, looks_like_python
-from structret.serving.layouts import read_layout
 from structret.serving.server import bind_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -490,18 +490,21 @@ def test_marks_nest_inside_highlighting_and_overlaps_are_dropped():
     assert marked("a b", [], 2, 3) == "b"  # a slice, plain text without a language
 
 
-def test_reading_layouts_back():
-    layout = read_layout("[BRAND] nike [CATEGORY_1] shoes, running [SEP] [C] Air Zoom", "aspects",
-                         aspects=["brand", "category 1"])
+def test_text_format_linearizers_read_their_texts_back_into_fields():
+    registry = get_registry()
+    aspects = registry.create("linearizer", "aspects", aspects=["brand", "category 1"])
     text = "[BRAND] nike [CATEGORY_1] shoes, running [SEP] [C] Air Zoom"
+    layout = aspects.fields(text)
+    assert layout.kind == "aspects"
     assert [(f.name, text[f.start:f.end]) for f in layout.fields] == [("brand", "nike"),
                                                                        ("category 1", "shoes, running")]
     assert text[layout.body.start:layout.body.end] == "Air Zoom"
-    assert [f.name for f in read_layout("[COLOR_NAME] red [SEP] [C] x", "aspects").fields] == ["color name"]
+    unnamed = registry.create("linearizer", "aspects")
+    assert [f.name for f in unnamed.fields("[COLOR_NAME] red [SEP] [C] x").fields] == ["color name"]
     product = "title : Kettle text : boils water"
-    got = read_layout(product, "product")
+    got = registry.create("linearizer", "product").fields(product)
     assert product[got.fields[0].start:got.fields[0].end] == "Kettle" and product[got.body.start:] == "boils water"
-    assert read_layout("no layout here", "aspects").kind == "" and read_layout("def f(): pass").kind == ""
+    assert unnamed.fields("no layout here") is None
 
 
 # --- which entities ------------------------------------------------------------------------
@@ -510,20 +513,19 @@ PYTHON = [f'def {n}({a}):\n    """{d}"""\n    {b}\n' for n, a, d, b in FUNCTIONS
 PROSE = ["Read a configuration file.", "hello", "A red kettle for tea, by Acme."]
 
 
-def test_the_extractor_follows_the_runs_mep_objective_then_the_data():
-    mep = {"objective": "sda+0.5*mep", "plugins": {"mep": {"extractor": "tree-sitter"}}}
-    chosen = choose_marker(mep, PROSE, language="go")
-    assert chosen.name == "tree-sitter" and "mep.extractor = tree-sitter" in chosen.reason
-    auto = {"objective": "sda+mep", "plugins": {"mep": {"extractor": "auto"}}}
-    assert choose_marker(auto, PYTHON).name == "python-tokenize"
-    assert choose_marker(auto, PROSE, text_format="aspects").name == "title-overlap"
-    assert choose_marker(auto | {"data": "esci:shopping"}, PROSE).name == "title-overlap"
-    assert choose_marker(auto, PROSE) is None  # code of an unknown language: nothing rather than a guess
-    assert choose_marker({"objective": "sda"}, PYTHON).name == "python-tokenize"
+def test_the_extractor_follows_what_the_run_recorded_then_the_data():
+    chosen = choose_marker({"go": "tree-sitter"}, PROSE)
+    assert chosen.name == "tree-sitter" and chosen.language == "go" and "of go code" in chosen.reason
+    both = {"python": "python-tokenize", "go": "tree-sitter"}
+    assert choose_marker(both, PYTHON).name == "python-tokenize"
+    assert choose_marker(both, PROSE, language="go").name == "tree-sitter"
+    assert choose_marker(both, PROSE) is None  # code of an unknown language: nothing rather than a guess
+    assert choose_marker({"": "title-overlap"}, PROSE).name == "title-overlap"  # products
+    assert choose_marker({}, PYTHON).name == "python-tokenize"  # a model that records none: the defaults
     assert choose_marker({}, PROSE) is None
     assert choose_marker({}, PROSE, language="go").name == "tree-sitter"
     assert choose_marker({}, PYTHON, name="none") is None
-    assert choose_marker(mep, PYTHON, name="python-tokenize").reason == "--extractor python-tokenize"
+    assert choose_marker(both, PYTHON, name="python-tokenize").reason == "--extractor python-tokenize"
     with pytest.raises(PluginError, match="goes with --extractor NAME"):
         choose_marker({}, PYTHON, options={"node_types": "identifier"})
     with pytest.raises(PluginError):
@@ -547,11 +549,12 @@ def test_a_trained_runs_extractor_is_the_one_served(tmp_path, tiny_bert_dir):  #
                                                         "passage_max_len": 32})
     model = run.load_model()
     assert model.recipe["plugins"]["mep"]["extractor"] == "tree-sitter"
+    assert model.entities == {"python": "tree-sitter"}  # what mep used, recorded by the run
     index = structret.build_index(model, f"codesearchnet:{data}", show_progress=False)
     index.save(tmp_path / "idx")
     client = TestClient(create_app(tmp_path / "idx", language="python"))
     health = client.get("/api/health").json()
-    assert health["extractor"] == "tree-sitter" and "mep.extractor = tree-sitter" in health["extractor_reason"]
+    assert health["extractor"] == "tree-sitter" and "learned to predict tree-sitter" in health["extractor_reason"]
     hit = client.get("/api/search", params={"q": "parse a date", "k": "1"}).json()["hits"][0]
     assert hit["entities"] and {e["kind"] for e in hit["entities"]} == {"identifier"}
 

@@ -98,6 +98,7 @@ class EntityMasking(ObjectiveDefaults):
         # the trainer's LM-head warm-up (structret.training.warmup)
         self.lm_warmup_options = lm_warmup_options or LMWarmupOptions()
         self._extractors: dict[str, Any] = {}
+        self._used: dict[str, str] = {}  # language ('' for none) -> extractor: what the run records
         # what was masked, and what could not be: the trainer reports these at the end
         self.counts: Counter = Counter()
 
@@ -125,6 +126,7 @@ class EntityMasking(ObjectiveDefaults):
     def entities(self, text: str, record: Any) -> list[Entity]:
         """Entity spans into ``text``, the passage made from ``record``."""
         name = self.extractor_for(record)
+        self._used.setdefault(str(getattr(record, "language", "") or "").lower(), name)
         if name not in self._extractors:
             from structret.plugin import get_registry
 
@@ -170,6 +172,12 @@ class EntityMasking(ObjectiveDefaults):
         kept = {name for name in names if rng.random() < self.entity_rate}
         self.counts["entities left unmasked (entity_rate)"] += len(names) - len(kept)
         return [e for e in entities if e.text in kept]
+
+    def entity_extractors(self) -> dict[str, str]:
+        """The extractor of each language the passages had ('' for products), as used (contracts.OPTIONAL)."""
+        if not self._used and self.extractor != "auto":
+            return {"": self.extractor}  # resumed after the last step: nothing was masked in this process
+        return dict(self._used)
 
     def report(self) -> dict[str, int]:
         """Counts so far, with the texts each extractor could not parse (skipped, never raised)."""

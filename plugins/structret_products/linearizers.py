@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structret.errors import PluginError
-from structret.records import ItemRecord, Query, Sequence, TextRecord
+from structret.records import ItemRecord, Layout, Query, Sequence, Span, TextRecord
 
 CONTENT_INDICATOR = "[C]"
 SEPARATOR = "[SEP]"
@@ -66,6 +66,7 @@ VALUE_SEPARATOR = ", "
 CONTENT_FIELDS = ("title", "content")
 _RESERVED = {"C", "SEP", "CLS", "MASK", "PAD", "UNK"}
 _NOT_WORD = re.compile(r"[\W_]+")
+_INDICATOR = re.compile(r"\[([A-Z0-9]+(?:_[A-Z0-9]+)*)\]")  # what indicator_token makes
 
 
 def indicator_token(aspect: str) -> str:
@@ -272,6 +273,27 @@ class AspectLinearizer:
         layout = self.layout(record)
         return None if layout is None else Sequence(layout.tokens)
 
+    def fields(self, text: str) -> Layout | None:
+        """A text :meth:`text` wrote, read back: each aspect by its indicator, the content after
+        ``[SEP] [C]`` (contracts.OPTIONAL). A best effort: an aspect value that itself holds an
+        indicator-like ``[WORD]`` is split there; the text itself is always shown unchanged."""
+        marker = f"{self.separator} {CONTENT_INDICATOR}"
+        cut = text.find(marker)
+        if cut < 0:
+            return None
+        by_indicator = {}
+        for name in self.aspects or ():
+            try:
+                by_indicator[indicator_token(name)] = name
+            except PluginError:  # a name without an indicator never reached a text
+                pass
+        found = []
+        indicators = list(_INDICATOR.finditer(text, 0, cut))
+        for this, following in zip(indicators, indicators[1:] + [None]):
+            start, end = _strip(text, this.end(), following.start() if following is not None else cut)
+            found.append(Span(by_indicator.get(this.group(0), this.group(1).lower().replace("_", " ")), start, end))
+        return Layout(self.name, tuple(found), Span("content", *_strip(text, cut + len(marker), len(text))))
+
     def special_tokens(self, names_or_records: Iterable[Any] = ()) -> list[str]:
         """The indicator tokens to add to a tokenizer (as special tokens), ``[C]`` last.
 
@@ -290,6 +312,7 @@ class AspectLinearizer:
 
 
 SANTA_PRODUCT = "title :" + " {} " + "text :" + " {}"  # OpenMatch scripts/santa/.../build_test_product.py
+_PRODUCT = re.compile(r"title : (?P<title>.*?) text : (?P<text>.*)\Z", re.S)
 
 
 def product_text(record: Any) -> str | None:
@@ -321,6 +344,14 @@ class ProductLinearizer:
         text = self.text(record)
         return None if text is None else Sequence(text.split())
 
+    def fields(self, text: str) -> Layout | None:
+        """A text :meth:`text` wrote, read back: the title and the description (contracts.OPTIONAL);
+        a title that itself holds `` text : `` is cut there."""
+        found = _PRODUCT.match(text)
+        if found is None:
+            return None
+        return Layout(self.name, (Span("title", *found.span("title")),), Span("text", *found.span("text")))
+
     def __repr__(self) -> str:
         return "product()"
 
@@ -335,3 +366,11 @@ def aspects(aspects: Iterable[str] | str | None = None, content_fields: Iterable
 
 def product() -> ProductLinearizer:
     return ProductLinearizer()
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end

@@ -22,7 +22,8 @@ class Model:
     """
 
     def __init__(self, backbone: Any, *, backbone_name: str, model: str | None = None,
-                 options: dict[str, Any] | None = None, text_format: Any = None, recipe: dict | None = None):
+                 options: dict[str, Any] | None = None, text_format: Any = None, recipe: dict | None = None,
+                 entities: dict[str, str] | None = None):
         from structret.linearization import TextFormat
 
         self.backbone = backbone  # the plugin object (structret.contracts.Backbone)
@@ -30,9 +31,10 @@ class Model:
         self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
         self.options = dict(options or {})  # what went to the backbone factory besides model=
         self.text_format = text_format if text_format is not None else TextFormat()
-        # the resolved recipe of the 'structret train' run the weights come from ({} otherwise):
-        # what the run was trained on and with, e.g. the entity extractor of its mep objective
+        # the resolved recipe of the 'structret train' run the weights come from ({} otherwise)
         self.recipe = dict(recipe or {})
+        # language ('' for none) -> the extractor whose entities the run learned to predict ({}: none recorded)
+        self.entities = dict(entities or {})
 
     @property
     def name(self) -> str:
@@ -128,7 +130,7 @@ def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", thre
     encoder = OnnxEncoder(directory, variant=variant, threads=threads)
     # the export refuses runs with a text format, so records are read as their own text()
     return Model(encoder, backbone_name="onnx", model=str(directory), options={"variant": variant},
-                 text_format=TextFormat(), recipe=encoder.meta.get("recipe") or {})
+                 text_format=TextFormat(), recipe=encoder.meta.get("recipe") or {}, entities=encoder.meta.get("entities"))
 
 
 def open_model(backbone: str | None, model: str | None = None, options: dict[str, Any] | None = None, *,
@@ -140,9 +142,9 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
 
     options = dict(options or {})
     trained = trained_model(model, verify=verify) if model else None
-    text_format, recipe = TextFormat(), {}
+    text_format, recipe, entities = TextFormat(), {}, {}
     if trained is not None:
-        backbone, weights, recipe = trained
+        backbone, weights, recipe, entities = trained
         text_format = TextFormat.of_recipe(recipe)
     else:
         weights = model
@@ -150,7 +152,8 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
             backbone = _family(model)
     made = get_registry().create("backbone", backbone, **options, **({"model": weights} if weights else {}))
     # model: what was asked for (the run, not its final/ folder), so an index can reopen it
-    return Model(made, backbone_name=backbone, model=model, options=options, text_format=text_format, recipe=recipe)
+    return Model(made, backbone_name=backbone, model=model, options=options, text_format=text_format, recipe=recipe,
+                 entities=entities)
 
 
 def _family(model: str) -> str:

@@ -205,7 +205,8 @@ def write_graphs(model: Any, out: Path, *, source: str) -> None:
     meta = {"format": "structret-onnx", "model": model.name, "backbone": model.backbone_name, "source": source,
             "dim": b.dim, "pooling": parts.pooling, "normalize": parts.normalize, "max_length": parts.max_length,
             "prefixes": dict(optional("backbone", b, "text_prefixes", {}) or {}), "pad_id": parts.tokenizer.pad_token_id,
-            "pad_token": parts.tokenizer.pad_token, "opset": OPSET, "int8": "none", "recipe": model.recipe}
+            "pad_token": parts.tokenizer.pad_token, "opset": OPSET, "int8": "none", "recipe": model.recipe,
+            "entities": model.entities}
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from structret import defaults
 from structret.artifacts import CHECKSUMS_FILE
 from structret.errors import PluginError, StructretError
-from structret.records import Entity
-from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python, objectives
-from structret.serving.layouts import Layout, read_layout
+from structret.contracts import optional
+from structret.records import Entity, Layout, Span
+from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python
 
 log = logging.getLogger("structret.serve")
 
@@ -98,11 +99,8 @@ class Searcher:
         self.marker = marker
         self.highlight_language = highlight_language  # a Pygments lexer name; None: plain text
         self.text_format = model.text_format.name or ""
-        layout_options = model.text_format.options or {}
-        aspects = layout_options.get("aspects") or []
-        # the linearizer takes a list or, from --set, "brand,color"
-        self._aspects = [a.strip() for a in aspects.split(",")] if isinstance(aspects, str) else list(aspects)
-        self._separator = layout_options.get("separator") or "[SEP]"
+        # the text format's linearizer reads its own texts back into fields, if it can
+        self._fields = optional("linearizer", model.text_format.linearizer, "fields")
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.max_batch = max_batch
@@ -211,7 +209,8 @@ class Searcher:
     def _shown(self, rank: int, hit: Any) -> ShownHit:
         if hit.text is None:
             return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources)
-        layout = read_layout(hit.text, self.text_format, aspects=self._aspects, separator=self._separator)
+        layout = (self._fields(hit.text) if self._fields is not None else None) or Layout(
+            "", (), Span("text", 0, len(hit.text)))
         entities, note = (), None
         if self.marker is not None:
             title = next((f for f in layout.fields if f.name == "title"), None)
@@ -257,25 +256,25 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
         index.use(model)  # another model's scores would mean nothing: refused before serving
     # what the data is (Python code?) is judged on the first texts: enough, and cheap for a big index
     texts = list(islice(index.texts.values(), 200)) if index.texts else []
-    marker = choose_marker(model.recipe, texts, text_format=model.text_format.name or "", name=extractor,
+    marker = choose_marker(model.entities, texts, name=extractor,
                            options=extractor_options, language=language)
     if marker is not None and texts:
         try:  # an extractor that cannot be used on these texts at all (the wrong language) says so now
             marker.entities(texts[0])
         except PluginError as exc:
             raise PluginError(f"the {marker.name} extractor (chosen because {marker.reason}) cannot read the "
-                              f"indexed texts: {exc}. Choose another with --extractor NAME (--language LANG "
-                              f"for tree-sitter), or --extractor none.") from None
+                              f"indexed texts: {exc}. Choose another with --extractor NAME (and --language "
+                              f"LANG for one that reads several languages), or --extractor none.") from None
     if language:
         highlight = language
-    elif marker is not None and marker.name == "python-tokenize" or looks_like_python(texts):
+    elif marker is not None and marker.name == defaults.PYTHON_EXTRACTOR or looks_like_python(texts):
         highlight = "python"
     else:
         highlight = marker.language if marker is not None else None
     searcher = Searcher(index, model, marker, highlight_language=highlight, verify=verify)
     if extractor == NONE:
         searcher.no_marker_reason = "--extractor none"
-    elif marker is None and "mep" in objectives(model.recipe):
-        searcher.no_marker_reason = ("the model's run masked entities with mep.extractor = auto, but the texts "
-                                     "are not Python and no --language names their language")
+    elif marker is None and model.entities:
+        searcher.no_marker_reason = ("the model's run learned entities of several languages, but the texts are "
+                                     "not Python and no --language names their language")
     return searcher

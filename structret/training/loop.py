@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from structret.artifacts import verify_checksums
-from structret.contracts import check_needs, run_check
+from structret.contracts import check_needs, optional, run_check
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
 from structret.recipes import Recipe, write_recipe
@@ -228,7 +228,14 @@ def train(recipe: Recipe, *, resume: bool = False,
 
     final = run / "final"
     if accelerator.is_main_process:
-        save_model(final, backbone, model_meta(recipe, backbone, base_model, total))
+        meta = model_meta(recipe, backbone, base_model, total)
+        # the extractors whose entities the model learned to predict: structret serve marks those
+        entities = {}
+        for o, _ in objectives:
+            entities.update(optional("objective", o, "entity_extractors", dict)())
+        if entities:
+            meta["entities"] = entities
+        save_model(final, backbone, meta)
         # what corruption objectives masked and skipped (this process's batches, since start or resume)
         counts = {o.name: report for o, _ in objectives if (report := o.report())}
         if counts:
