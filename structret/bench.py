@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret import defaults
 from structret.artifacts import cache_dir
 from structret.contracts import optional
 from structret.evaluation import evaluate_retriever, make_protocol
@@ -31,7 +32,7 @@ def stdlib_path() -> Path:
         # one process per core (up to 4): the rows are the same bytes for any number of workers, and
         # mining is a third of the first run on 2 cores with one
         workers = max(1, min(4, os.cpu_count() or 1))
-        report = mine(sysconfig.get_paths()["stdlib"], "python", out, repo=f"cpython-{version}-stdlib", workers=workers,
+        report = mine(sysconfig.get_paths()["stdlib"], defaults.MINER, out, repo=f"cpython-{version}-stdlib", workers=workers,
                       splits=(0.8, 0.1, 0.1))
         print(report.summary(), file=sys.stderr)
     return out

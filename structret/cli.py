@@ -15,6 +15,7 @@ import warnings
 
 import click
 
+from structret import defaults
 from structret.errors import StructretError
 from structret.registry import KINDS, PluginWarning, get_registry
 
@@ -261,7 +262,7 @@ def extract(path, extractor, language, title, options):
 
 @cli.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--linearizer", "-z", default="dfs-parent", show_default=True,
+@click.option("--linearizer", "-z", default=defaults.LINEARIZER, show_default=True,
               help="A registered linearizer (structret plugins --kind linearizer).")
 @click.option("--language", "-l", help="Programming language (default: from the file suffix).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
@@ -291,7 +292,7 @@ _data_options = [
                  help="Reader option, repeatable (e.g. locale=us)."),
 ]
 _backbone_options = [
-    click.option("--backbone", "-b", default="minilm", show_default=True, help="A registered backbone."),
+    click.option("--backbone", "-b", default=defaults.BACKBONE, show_default=True, help="A registered backbone."),
     click.option("--model", help="Hub id or local path overriding the backbone's default weights."),
     click.option("--batch-size", default=32, show_default=True),
     click.option("--backbone-option", "backbone_options", multiple=True, metavar="KEY=VALUE",
@@ -460,7 +461,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--split", help="Split to read (default: as --data's reader reads it: every row for codesearchnet).")
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
 @_apply(_backbone_options)
-@click.option("--index", "index_name", default="flat", show_default=True, help="A registered index: flat, hnsw, ...")
+@click.option("--index", "index_name", default=defaults.INDEX, show_default=True, help="A registered index: flat, hnsw, ...")
 @click.option("--index-option", "index_options", multiple=True, metavar="KEY=VALUE",
               help="Index option, repeatable (hnsw: M=32, ef_construction=400, ef=200).")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]))
@@ -533,7 +534,7 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
         _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
                    index_options=index_options)
         done = index_source(source, out, model=_model(backbone, model, backbone_options), kind=index_name,
-                            metric=metric, lexical=lexical or "bm25-fields", fusion=_fusion(fusion), batch_size=batch_size,
+                            metric=metric, lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
                             **parse_options(index_options))
         click.echo(f"{done.summary()}; the index is in {out}")
         return
@@ -805,7 +806,7 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
          click.option("--split", default="train", show_default=True,
                       help="Split whose pairs are judged; the kept rows carry it as their partition."),
          _data_options[2]])
-@click.option("--teacher", default="minilm", show_default=True,
+@click.option("--teacher", default=defaults.BACKBONE, show_default=True,
               help="The model that judges each pair: a backbone name or a run directory of 'structret train'.")
 @click.option("--top-k", "k", default=20, show_default=True, type=click.IntRange(min=1),
               help="Keep a pair if its query ranks its own code within this many of the pool.")
@@ -845,7 +846,7 @@ def filter_pairs(data, split, data_options, teacher, k, within, batch_size, out)
 
 @cli.command("new-model")
 @_apply(_data_options)
-@click.option("--backbone", "-b", default="informed-transformer", show_default=True,
+@click.option("--backbone", "-b", default=defaults.FRESH_BACKBONE, show_default=True,
               help="A backbone that trains from scratch (its factory takes texts).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="Backbone option, repeatable (linearizer=dfs, strict=true, vocab_size=8000, layers=3, ...).")
@@ -1091,7 +1092,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
 
     from structret.bench import default_dataset, run_bench
 
-    systems = list(systems) or ["bm25", "minilm", "bm25+minilm", "bm25-fields+minilm"]
+    systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE, f"{defaults.LEXICAL}+{defaults.BACKBONE}",
+                                 f"{defaults.SOURCE_LEXICAL}+{defaults.BACKBONE}"]
     _preflight(data=data, data_options=data_options, systems=systems)
     fusion_spec = _fusion(fusion)
     if tune_split and not data:
@@ -1126,7 +1128,7 @@ def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vec
                                f"leave out {', '.join(given)}")
     from structret.suites.coir import coir_table
 
-    systems = list(systems) or ["bm25", "minilm"]
+    systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE]
     _preflight(data=(), data_options=(), systems=systems)
     table = coir_table(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
                        split=split or "test")

@@ -15,3 +15,7 @@ FRESH_BACKBONE = "informed-transformer"  # structret new-model: a backbone train
 # first, code of a language named with --language by the second
 PYTHON_EXTRACTOR = "python-tokenize"
 CODE_EXTRACTOR = "tree-sitter"
+OBJECTIVE = "sda"  # a recipe that names none: structure-aware alignment, contrastive
+# structret.load_model on a bare model folder: a T5-family config gets the first, any other the second
+SEQ2SEQ = "t5"
+ENCODER = "hf-encoder"

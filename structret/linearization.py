@@ -54,7 +54,7 @@ class LinearizationResult:
 def sequence_label(linearizer: str) -> str:
     """``dfs-parent`` -> ``DFS``, ``raw`` -> ``Raw``: the name the paper's tables give the sequence."""
     base = linearizer.removesuffix("-parent")
-    return base.upper() if base in ("dfs", "bfs") else base.capitalize()  # traversal names are acronyms
+    return base.capitalize() if set(base) & set("aeiouy") else base.upper()  # no vowel: an acronym (dfs, bfs)
 
 
 def parent_tokens(sequence: Sequence) -> list[str | None] | None:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret import defaults
 from structret.errors import StructretError
 from structret.records import CodeRecord, Dataset, ItemRecord
 
@@ -139,7 +140,7 @@ def _judged_queries(dataset: Dataset) -> list[str]:
 
 
 def rank_candidates(backbone: Any, dataset: Dataset, *, depth: int = 100, batch_size: int = 32,
-                    index: str = "flat", show_progress: bool = True) -> list[Candidates]:
+                    index: str = defaults.INDEX, show_progress: bool = True) -> list[Candidates]:
     """Every judged query's top ``depth`` documents minus its positives, scored by ``backbone``.
 
     The scores are the dot products of the backbone's vectors (what its index ranks by),
@@ -307,7 +308,7 @@ def report_path_for(out: str | os.PathLike) -> str:
 
 
 def mine_negatives(backbone: Any, dataset: Dataset, out: str | os.PathLike, *, depth: int = 100,
-                   keep: int = 30, seed: int = 0, batch_size: int = 32, index: str = "flat",
+                   keep: int = 30, seed: int = 0, batch_size: int = 32, index: str = defaults.INDEX,
                    show_progress: bool = True, filter: NegativeFilter | str | None = None,
                    judge: str | None = None, report: bool = True) -> NegativesReport:
     """Rank the corpus for every judged query, drop its positives (and, with ``filter``, the

@@ -70,7 +70,7 @@ def parse_objectives(spec: str) -> list[tuple[str, float]]:
             except ValueError:
                 raise ObjectiveError(
                     f"objective term '{term}': '{weight_text.strip()}' is not a number; "
-                    f"weights go before the name, e.g. 0.5*{name or 'mep'}"
+                    f"weights go before the name, e.g. 0.5*{name or 'NAME'}"
                 ) from None
             if not math.isfinite(weight) or weight <= 0:
                 raise ObjectiveError(f"objective term '{term}': the weight must be a positive number")

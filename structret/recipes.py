@@ -41,6 +41,7 @@ from typing import Any, Literal
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from structret import defaults
 from structret.errors import ObjectiveError, RecipeError, RecipeWarning, StructretError  # noqa: F401  (importers)
 from structret.plugin_tables import (  # noqa: F401  (parse_objectives, parse_options_field: importers)
     Settings,
@@ -64,9 +65,9 @@ class Recipe(BaseModel):
     """One line for --list-recipes (informational)."""
     reproduces: str = ""
     """The paper, table and row it reproduces, or "none: ..." (informational)."""
-    objective: str = "sda"
+    objective: str = defaults.OBJECTIVE
     """Objectives joined by '+', with weights: "sda+mep", "sda+0.5*mep"."""
-    backbone: str = "minilm"
+    backbone: str = defaults.BACKBONE
     """A registered backbone."""
     model: str | None = None
     """Hub id, local path or run directory overriding the backbone's weights."""

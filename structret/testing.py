@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from structret import defaults
 from structret.contracts import (
     Backbone,
     LanguageModelBackbone,
@@ -169,8 +170,8 @@ def records() -> list[Any]:
 def _candidates() -> list[tuple[str, dict[str, Any]]]:
     """Backbones an objective may be checked on: encoder+mlm, seq2seq, structure-attention."""
     bert = str(_tiny("bert"))
-    return [("hf-encoder", {"model": bert}), ("t5", {"model": str(_tiny("t5"))}),
-            ("hf-encoder", {"model": bert, "informed_layers": 1})]
+    return [(defaults.ENCODER, {"model": bert}), (defaults.SEQ2SEQ, {"model": str(_tiny("t5"))}),
+            (defaults.ENCODER, {"model": bert, "informed_layers": 1})]
 
 
 def _backbone_for(objective: Any, name: str) -> Any:

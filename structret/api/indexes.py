@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from structret import defaults
 from structret.api.models import Model, open_model
 from structret.contracts import optional
 from structret.errors import StructretError
@@ -56,7 +57,7 @@ class SearchIndex:
         lexical = self.meta.get("lexical")
         return parse(lexical.get("fusion")) if lexical else None
 
-    def add_lexical(self, name: str = "bm25", fusion: Any = None, **options: Any) -> None:
+    def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, **options: Any) -> None:
         """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
         vectors in every search (structret.fusion; ``fusion``: a spec, a Fusion or None for the
         default). ``options`` go to the retriever."""
@@ -254,7 +255,7 @@ def _new_index(kind: str, dim: int, metric: str, options: dict[str, Any]):
     return get_registry().create("index", kind, int(dim), metric=metric, **options)
 
 
-def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = "flat",
+def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = defaults.INDEX,
                 metric: str = "ip", batch_size: int = 32, show_progress: bool = True, ids: Sequence[str] | None = None,
                 texts: Sequence[str] | None = None, vectors: Any = None, lexical: str | None = None,
                 fusion: Any = None, **index_options: Any) -> SearchIndex:
@@ -324,7 +325,7 @@ def documents_of(data: Any, split: str | None):
     return dataset
 
 
-def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, kind: str = "flat",
+def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, kind: str = defaults.INDEX,
                      metric: str = "ip", verify: bool = True, **index_options: Any) -> tuple[int, int]:
     """Index the output of ``structret encode`` (one folder, or every shard of one corpus, in
     order) into ``out``, with the texts; return (vectors, parts). Shards are read one at a time,

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from structret import defaults
 from structret.errors import PluginError, StructretError
 from structret.records import Query
 from structret.registry import get_registry
@@ -161,7 +162,8 @@ def _family(model: str) -> str:
     config = _config(model)
     kind = str(config.get("model_type", "")).lower()
     architectures = config.get("architectures") or []
-    return "t5" if "t5" in kind or any("T5" in str(a) for a in architectures) else "hf-encoder"
+    t5 = "t5" in kind or any("T5" in str(a) for a in architectures)
+    return defaults.SEQ2SEQ if t5 else defaults.ENCODER
 
 
 def _config(model: str) -> dict:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret import defaults
 from structret.api.datasets import dataset_split
 from structret.api.models import Model, load_model
 from structret.errors import StructretError
@@ -36,7 +37,7 @@ def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "te
     return {measure: value for measure, value in scores.items() if not math.isnan(value)}
 
 
-def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid", lexical: str = "bm25",
+def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid", lexical: str = defaults.LEXICAL,
                 limit: int | None = None, batch_size: int = 32, show_progress: bool = True,
                 measure: str | None = None) -> dict[str, Any]:
     """Choose how ``lexical`` fuses with ``model`` (structret.fusion) on ``data``'s ``split`` --

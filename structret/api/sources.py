@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret import defaults
 from structret.errors import DataError
 
 
@@ -53,8 +54,8 @@ def languages_in(path: str | os.PathLike) -> list[str]:
                                  frozenset(DEFAULT_EXCLUDE)), None) is not None]
 
 
-def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any = "minilm", kind: str = "flat",
-                 metric: str = "ip", lexical: str | None = "bm25-fields", fusion: Any = None, batch_size: int = 32,
+def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any = defaults.BACKBONE, kind: str = defaults.INDEX,
+                 metric: str = "ip", lexical: str | None = defaults.SOURCE_LEXICAL, fusion: Any = None, batch_size: int = 32,
                  show_progress: bool = True, **index_options: Any) -> SourceIndexResult:
     """Index every function under the folder ``path`` into ``out`` (see the module docstring)."""
     from structret.api.indexes import build_index

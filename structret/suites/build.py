@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from structret import defaults
 from structret.suites.files import Suite, SuiteDataset, SuiteError
 from structret.suites.runner import Cell, DataSpec, Runner, resolve_spec
 from structret.suites.table import BenchTable, spread
@@ -203,7 +204,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
         spec = specs[d.key]
         pick = chosen_backbone(d, spec)
         recipe_name = row.recipe.get(d.key, "")
-        own = pick or (resolve_recipe(recipe_name).backbone if recipe_name else d.backbone) or "minilm"
+        own = pick or (resolve_recipe(recipe_name).backbone if recipe_name else d.backbone) or defaults.BACKBONE
         overrides: dict[str, Any] = {}
         overrides.update(suite.backbone_set.get(own, {}))
         if spec.standin:
