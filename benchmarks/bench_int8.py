@@ -81,9 +81,9 @@ def main() -> None:
     import torch
 
     from bench_encode import bf16_instructions, stdlib_functions
-    from structret.api.models import Model
+    from structret.models import Model
     from structret.exporting import onnx_graph
-    from structret.exporting.onnx_encoder import VARIANTS, OnnxEncoder
+    from structret.onnx_encoder import VARIANTS, OnnxEncoder
     from structret.registry import get_registry
 
     registry = get_registry()

@@ -36,9 +36,9 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
-    from structret.api.models import open_model
+    from structret.models import open_model
     from structret.exporting.checks import cosines
-    from structret.exporting.onnx_encoder import OnnxEncoder
+    from structret.onnx_encoder import OnnxEncoder
     from structret.exporting.onnx_graph import INT8_LEVELS, quantize, write_graphs
 
     if args.threads:

@@ -1,10 +1,12 @@
-"""The ``structret`` command line: parse, call the library (``structret.api`` and friends), print.
+"""The ``structret`` command line: parse, call ``structret.api``, print.
 
 Over 400 lines because every command's options and its --help, with examples, are declared
-here; the work each command does lives in the library, so the API can do all of it.
+here; the work each command does lives in ``structret.api``, so a script can do all of it.
+This module imports nothing else of structret but ``structret.errors`` (an architecture test
+checks it).
 
-Start-up imports only click and the registry: torch, transformers, tree-sitter and
-friends are imported inside the commands that need them.
+Start-up imports only click and ``structret.api`` (which loads no numpy): torch,
+transformers, tree-sitter and friends are imported inside the calls that need them.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import warnings
 
 import click
 
-from structret import defaults
+from structret import api
+from structret.api import KINDS, PluginWarning, defaults
 from structret.errors import StructretError
-from structret.registry import KINDS, PluginWarning, get_registry
 
 
 def _show_plugin_warning(message, category, filename, lineno, file=None, line=None):
@@ -53,24 +55,13 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
-def _blame(exc: BaseException) -> tuple[str, str] | None:
-    """``(plugin, distribution)`` whose code raised ``exc``: the innermost frame of its traceback in a
-    plugin's package (frames of torch and other libraries in between are passed over)."""
-    packages = get_registry().packages
-    tb, frames = exc.__traceback__, []
-    while tb is not None:
-        frames.append(tb.tb_frame.f_globals.get("__name__", ""))
-        tb = tb.tb_next
-    return next((packages[m.partition(".")[0]] for m in reversed(frames) if m.partition(".")[0] in packages), None)
-
-
 def unexpected(exc: BaseException) -> str:
     """One line for an exception no check anticipated: whose code raised it, what, and how to see more."""
     import traceback
 
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {where.filename}:{where.lineno}" if where else ""
-    found = _blame(exc)
+    found = api.plugin_of_error(exc)
     said = f"{type(exc).__name__}: {exc}".strip()
     more = f"Run again with --debug (or {DEBUG_ENV}=1) for the traceback"
     if found is not None:
@@ -121,11 +112,10 @@ def plugins(kind, options_of):
       structret plugins --options mep
       structret train --recipe santa-code --set mep.extractor=tree-sitter ...   # set one
     """
-    registry = get_registry()
     if options_of:
-        click.echo(_options_text(registry, options_of, kind))
+        click.echo(api.describe_plugin(options_of, kind))
         return
-    entries = [e for e in registry.all() if kind is None or e.kind == kind]
+    entries = api.list_plugins(kind)
     rows = [("kind", "name", "distribution", "help")]
     for e in entries:
         name = e.name + (f" ({', '.join(e.aliases)})" if e.aliases else "")
@@ -133,45 +123,8 @@ def plugins(kind, options_of):
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
-    for b in registry.broken:
+    for b in api.broken_plugins():
         click.echo(f"not loaded: plugin '{b.plugin}' from '{b.distribution}': {b.error}", err=True)
-
-
-def _options_text(registry, name, kind=None):
-    from structret.options import describe
-
-    if kind:
-        registry.get(kind, name)  # unknown: lists that kind's names
-    kinds = [kind] if kind else [k for k in KINDS if registry.has(k, name)]
-    if not kinds:
-        import difflib
-
-        close = difflib.get_close_matches(name, sorted({e.name for e in registry.all()}), n=1)
-        raise StructretError(f"no plugin is named '{name}'.{f' Did you mean {close[0]!r}?' if close else ''} "
-                             f"'structret plugins' lists them all.")
-    blocks = []
-    for k in kinds:
-        entry = registry.get(k, name)
-        model = entry.options_model()
-        head = f"{entry.kind} {entry.name} (distribution {entry.distribution})"
-        if model is None:
-            blocks.append(f"{head}: takes **options and checks them itself; its documentation lists them.")
-            continue
-        infos = describe(model)
-        lines = [head + (":" if infos else ": no options")]
-        for o in infos:
-            default = "required" if o.required else f"default {o.default!r}"
-            lines.append(f"  {o.name}  ({o.type}, {default})")
-            if o.doc:
-                lines.append(f"      {o.doc}")
-        if infos and k in ("objective", "backbone", "linearizer", "dataset"):
-            lines.append(f"In a run: a recipe's [{entry.name}] table, or --set {entry.name}.{infos[0].name}=VALUE")
-        elif infos:
-            lines.append("Given as KEY=VALUE where a command names this plugin (--index-option, --option, ...)")
-        if infos and entry.options is None:
-            lines.append("(read off the factory's signature: the plugin declares no options model)")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
 
 
 # --- mine ----------------------------------------------------------------------------
@@ -214,24 +167,14 @@ def mine(src, language, out, repo, exclude, workers, chunk_files, structure_pair
       structret mine ~/src/big-tree --language java --workers 8 --out big.jsonl.gz   # Ctrl-C, re-run: resumes
       structret mine ~/src/project --language go --structure-pairs --splits 90/10/0 --out train.jsonl.gz   # + undocumented code
     """
-    get_registry().get("miner", language)  # unknown language: error before walking the tree
-    from structret.mining import DEFAULT_EXCLUDE, mine as run_mine
-
-    report = run_mine(src, language, out, repo=repo, exclude=tuple(DEFAULT_EXCLUDE) + exclude, workers=workers,
-                      chunk_files=chunk_files, structure_pairs=structure_pairs, splits=_percentages(splits))
-    click.echo(report.summary())
-
-
-def _percentages(text: str | None) -> tuple[float, float, float] | None:
-    from structret.mining.rules import check_splits
-
-    if text is None:
-        return None
+    api.check_names(miner=language)  # unknown language: error before walking the tree
     try:
-        return check_splits([float(v) / 100 for v in text.split("/")])
-    except ValueError:  # not numbers, not three, negative, or not adding up
-        raise click.BadParameter(f"'{text}': give three percentages for train/valid/test that add up to 100, "
-                                 f"e.g. 80/10/10.", param_hint="--splits") from None
+        splits = api.parse_splits(splits)
+    except StructretError as exc:
+        raise click.BadParameter(str(exc), param_hint="--splits") from None
+    report = api.mine(src, language, out, repo=repo, exclude=tuple(api.DEFAULT_EXCLUDE) + exclude, workers=workers,
+                      chunk_files=chunk_files, structure_pairs=structure_pairs, splits=splits)
+    click.echo(report.summary())
 
 
 # --- extract -------------------------------------------------------------------------
@@ -253,10 +196,7 @@ def extract(path, extractor, language, title, options):
       structret extract --extractor tree-sitter --language go server.go
       structret extract --extractor title-overlap --title "Naturtint Hair Color 5N" description.txt
     """
-    from structret.data import parse_options
-    from structret.extraction import extract_file
-
-    result = extract_file(path, extractor, language, title=title, **parse_options(options))
+    result = api.extract_file(path, extractor, language, title=title, **api.parse_options(options))
     click.echo(result.format())
 
 
@@ -276,10 +216,7 @@ def linearize(path, linearizer, language, options):
       structret linearize --linearizer dfs-parent --language go server.go
       structret linearize --linearizer raw --option split_identifiers=true sum.py
     """
-    from structret.data import parse_options
-    from structret.linearization import linearize_file
-
-    result = linearize_file(path, linearizer, language, **parse_options(options))
+    result = api.linearize_file(path, linearizer, language, **api.parse_options(options))
     click.echo(result.format())
 
 
@@ -327,9 +264,7 @@ def _no_verify(command):
                        "(or it is missing); a warning on stderr names each one not checked. Results may be wrong.")
     @functools.wraps(command)
     def run(*args, no_verify, **kwargs):
-        from structret.artifacts import unverified
-
-        with unverified(no_verify):
+        with api.unverified(no_verify):
             return command(*args, **kwargs)
 
     return run
@@ -343,46 +278,18 @@ def _apply(options):
     return decorate
 
 
-def _preflight(*, data=(), data_options=(), backbone=None, model=None, backbone_options=(), index=None,
-               index_options=(), systems=()):
-    """Check every plugin name a command was given, then every option key, before any data is
-    read or anything encoded: a typo costs a second, not a corpus' encoding. Names first (no
-    plugin module is imported for them), options after (their factories' signatures)."""
-    from structret.data import parse_data_spec, parse_options
-
-    registry = get_registry()
-    formats = [parse_data_spec(spec)[0] for spec in data if spec]
-    for fmt in formats:
-        registry.check("dataset", fmt)
-    if model:
-        from structret.retrieval import trained_model
-
-        trained = trained_model(model)
-        if trained is not None:  # --model RUN: the run decides the backbone
-            backbone = trained[0]
-    if backbone:
-        registry.check("backbone", backbone)
-    if index:
-        registry.check("index", index)
-    for system in systems:
-        from structret.retrieval import resolve_system
-
-        resolve_system(system)
-    if index and index_options:
-        registry.check("index", index, parse_options(index_options))
-    if backbone and backbone_options:
-        registry.check("backbone", backbone, parse_options(backbone_options))
-    for fmt in formats if data_options else ():
-        registry.check("dataset", fmt, parse_options(data_options))
+def _preflight(*, data=(), data_options=(), backbone_options=(), index_options=(), **names):
+    """Every plugin name and option a command was given checked before any data is read
+    (structret.api.check_names); the options as KEY=VALUE strings."""
+    api.check_names(data=data, data_options=api.parse_options(data_options),
+                    backbone_options=api.parse_options(backbone_options),
+                    index_options=api.parse_options(index_options), **names)
 
 
 def _read(data, split, data_options, *, need=("documents",)):
     """The dataset, its read summary on stderr; an error if a part the command ``need``s is empty."""
-    from structret.data import load_dataset, parse_options, require
-
-    dataset = load_dataset(data, split=split, options=parse_options(data_options))
+    dataset = api.load_dataset(data, split, need=need, **api.parse_options(data_options))
     click.echo(dataset.stats.summary(), err=True)
-    require(dataset, *need, spec=data, split=split)
     return dataset
 
 
@@ -390,20 +297,15 @@ def _fusion(spec):
     """--fusion as a structret.fusion.Fusion (None when not given), or a usage error."""
     if not spec:
         return None
-    from structret.fusion import FusionError, parse
-
     try:
-        return parse(spec)
-    except FusionError as exc:
+        return api.parse_fusion(spec)
+    except StructretError as exc:
         raise click.BadParameter(str(exc), param_hint="--fusion") from None
 
 
 def _model(backbone, model, options=()):
     """The model to encode with (structret.api): ``backbone``, or the run ``--model`` names."""
-    from structret.api import open_model
-    from structret.data import parse_options
-
-    return open_model(backbone, model, parse_options(options))
+    return api.open_model(backbone, model, api.parse_options(options))
 
 
 @cli.command()
@@ -438,16 +340,13 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
       # one shard per process: RANK of WORLD_SIZE
       accelerate launch --num_processes 2 $(which structret) encode --data codesearchnet:big.jsonl.gz --out runs/emb
     """
-    from structret.api import encode_dataset
-    from structret.embeddings import parse_shard, shard_from_env
-
-    chosen = parse_shard(shard) if shard else shard_from_env()
+    chosen = api.encoding_shard(shard)
     _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
                backbone_options=backbone_options)
     if chosen is not None and not shard:
         click.echo(f"encoding shard {chosen} (RANK/WORLD_SIZE of the launcher)", err=True)
     dataset = _read(data, split, data_options, need=(what,))
-    result = encode_dataset(_model(backbone, model, backbone_options), dataset, out, what=what, shard=chosen,
+    result = api.encode_dataset(_model(backbone, model, backbone_options), dataset, out, what=what, shard=chosen,
                             chunk_rows=chunk_rows, batch_size=batch_size, data=data, split=split)
     click.echo(result.summary())
 
@@ -516,9 +415,6 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
       structret index --out runs/idx --add codesearchnet:new.jsonl.gz           # encoded by the index's model
       structret index --out runs/idx --add runs/new-emb --remove old-id-1 --remove @gone.txt
     """
-    from structret.api import build_index, index_embeddings
-    from structret.data import parse_options
-
     if (fusion or tune_split) and not lexical:
         raise click.UsageError("--fusion and --tune choose how a lexical side fuses; add --lexical bm25")
     if fusion and tune_split:
@@ -529,13 +425,11 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
         if embeddings or data is not None or add is not None or remove or tune_split:
             raise click.UsageError("SOURCE indexes a folder of code; --embeddings, --data, --add, --remove and "
                                    "--tune do not go with it")
-        from structret.api import index_source
-
         _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
                    index_options=index_options)
-        done = index_source(source, out, model=_model(backbone, model, backbone_options), kind=index_name,
+        done = api.index_source(source, out, model=_model(backbone, model, backbone_options), kind=index_name,
                             metric=metric, lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
-                            **parse_options(index_options))
+                            **api.parse_options(index_options))
         click.echo(f"{done.summary()}; the index is in {out}")
         return
     if lexical and (embeddings or add is not None or remove):
@@ -557,32 +451,25 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
         raise click.UsageError("--no-verify skips the checks of --embeddings folders; with --data there are none")
     if embeddings:
         _preflight(index=index_name, index_options=index_options)
-        count, parts = index_embeddings(embeddings, out, kind=index_name, metric=metric, verify=not no_verify,
-                                        **parse_options(index_options))
+        count, parts = api.index_embeddings(embeddings, out, kind=index_name, metric=metric, verify=not no_verify,
+                                        **api.parse_options(index_options))
         shards = f" from {parts} shards" if parts > 1 else ""
         click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
         return
     _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
-               backbone_options=backbone_options, index=index_name,
-               index_options=index_options)
+               backbone_options=backbone_options, index=index_name, index_options=index_options, retriever=lexical)
     # an empty index would answer every search with nothing, and exit 0
-    if lexical:
-        from structret.registry import get_registry
-
-        get_registry().check("retriever", lexical)
     fusion_spec = _fusion(fusion)
     dataset = _read(data, split, data_options, need=("documents",))
     encoder = _model(backbone, model, backbone_options)
     if tune_split:
-        from structret.api import tune_fusion
-
-        tuned = tune_fusion(encoder, _read(data, tune_split, data_options, need=("documents", "queries")),
+        tuned = api.tune_fusion(encoder, _read(data, tune_split, data_options, need=("documents", "queries")),
                             split=tune_split, lexical=lexical, batch_size=batch_size, measure=tune_measure)
         fusion_spec = tuned["fusion"]
         click.echo(f"fusion {fusion_spec} scored best on the {tune_split} split ({tuned['measure']} "
                    f"{100 * tuned['scores'][fusion_spec]:.2f} over {tuned['queries']} queries)", err=True)
-    built = build_index(encoder, dataset, kind=index_name, metric=metric, batch_size=batch_size, lexical=lexical,
-                        fusion=fusion_spec, **parse_options(index_options))
+    built = api.build_index(encoder, dataset, kind=index_name, metric=metric, batch_size=batch_size, lexical=lexical,
+                        fusion=fusion_spec, **api.parse_options(index_options))
     if tune_split:
         built.meta["lexical"]["tuning"] = tuned
     built.save(out)
@@ -593,8 +480,6 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
 def _update(out, add, remove, split, batch_size, verify):
     """``structret index --add/--remove``: the ids to remove (``@FILE``: one a line), then update_index."""
     import os
-
-    from structret.api.updates import update_index
 
     if not os.path.isdir(out):
         raise StructretError(f"--add/--remove update an existing index, and {out} is not a folder; build one first "
@@ -609,7 +494,7 @@ def _update(out, add, remove, split, batch_size, verify):
                 ids += [line.rstrip("\r\n") for line in f if line.strip()]
         except OSError as exc:
             raise StructretError(f"--remove {given}: cannot read {given[1:]} ({exc.strerror}).") from None
-    done = update_index(out, add=add, remove=ids, split=split, batch_size=batch_size, verify=verify)
+    done = api.update_index(out, add=add, remove=ids, split=split, batch_size=batch_size, verify=verify)
     click.echo(f"updated {out}: added {done.added}, removed {done.removed}; it holds {done.count} vectors")
 
 
@@ -627,10 +512,8 @@ def verify(paths):
     Example:
       structret verify runs/idx runs/sda-mep
     """
-    from structret.api import verify_tree
-
     for path in paths:
-        for folder, files, size in verify_tree(path):
+        for folder, files, size in api.verify_tree(path):
             click.echo(f"ok  {folder}  ({files} files, {size / 1e6:,.1f} MB)")
 
 
@@ -652,9 +535,7 @@ def search(index_dir, queries, k, lines, no_verify):
     Example:
       structret search runs/idx "read a config file" "parse a date" -k 5
     """
-    from structret.api import load_index
-
-    found = load_index(index_dir, verify=not no_verify, texts=lines > 0)
+    found = api.load_index(index_dir, verify=not no_verify, texts=lines > 0)
     if not found.meta.get("backbone"):
         raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
     model = found.model  # loaded (and checked against the index) before any query is encoded
@@ -707,12 +588,9 @@ def serve(index_dir, model, model_options, host, port, extractor, extractor_opti
       structret serve runs/idx --model-option runtime=onnx-int8    # int8 queries through onnxruntime
       curl 'http://127.0.0.1:8000/api/search?q=read+a+config+file&k=5'
     """
-    from structret.data import parse_options
-    from structret.serving import serve as run_server
-
-    run_server(index_dir, model, host=host, port=port, extractor=extractor,
-               extractor_options=parse_options(extractor_options), language=language, verify=not no_verify,
-               model_options=parse_options(model_options),
+    api.serve(index_dir, model, host=host, port=port, extractor=extractor,
+              extractor_options=api.parse_options(extractor_options), language=language, verify=not no_verify,
+              model_options=api.parse_options(model_options),
                echo=lambda line: click.echo(line, err=True))
 
 
@@ -740,9 +618,7 @@ def export(run, fmt, out, no_verify):
       structret export runs/sda --format onnx --out exported/sda-onnx
       structret serve runs/idx --model exported/sda-onnx     # queries encoded without torch
     """
-    from structret.exporting import export_run
-
-    export_run(run, fmt, out, verify=not no_verify, echo=lambda line: click.echo(line, err=True))
+    api.export_run(run, fmt, out, verify=not no_verify, echo=lambda line: click.echo(line, err=True))
 
 
 @cli.command()
@@ -783,10 +659,8 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
       structret negatives --backbone minilm --data codesearchnet:stdlib.jsonl.gz --split train \\
           --filter margin:0.05 --judge cross-encoder-dir --out negatives-ce.jsonl.gz
     """
-    from structret.negatives import NegativeFilter, mine_negatives
-
     try:
-        parsed = NegativeFilter.parse(filter_spec) if filter_spec else None
+        parsed = api.NegativeFilter.parse(filter_spec) if filter_spec else None
     except StructretError as e:
         raise click.BadParameter(str(e), param_hint="--filter") from e
     if judge and parsed is None:
@@ -796,7 +670,7 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
                backbone_options=backbone_options)
     dataset = _read(data, split, data_options, need=("documents", "queries", "judgments"))
     encoder = _model(backbone, model, backbone_options).backbone
-    report = mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
+    report = api.mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
                             batch_size=batch_size, filter=parsed, judge=judge)
     click.echo(report.summary())
 
@@ -831,16 +705,9 @@ def filter_pairs(data, split, data_options, teacher, k, within, batch_size, out)
       structret filter-pairs --data "codesearchnet:corpus/*.jsonl.gz" --split train --top-k 20 --out train-k20.jsonl.gz
       structret train --recipe minilm-code --data codesearchnet:train-k20.jsonl.gz --out runs/sda-k20
     """
-    from structret.artifacts import cache_dir
-    from structret.consistency import filter_pairs as run
-    from structret.retrieval import DenseRetriever, make_retriever
-
     _preflight(data=[data], data_options=data_options, systems=[teacher])
     dataset = _read(data, split, data_options, need=("documents", "queries"))
-    judge = make_retriever(teacher, batch_size=batch_size, cache=cache_dir())
-    if not isinstance(judge, DenseRetriever):
-        raise click.UsageError(f"--teacher {teacher} is not a dense model; give a backbone or a run directory")
-    report = run(judge, dataset, out, k=k, within=within, teacher=teacher, partition=split)
+    report = api.filter_pairs(teacher, dataset, out, split=split, k=k, within=within, batch_size=batch_size)
     click.echo(report.summary())
 
 
@@ -862,13 +729,10 @@ def new_model(data, split, data_options, backbone, options, out):
       structret new-model --data codesearchnet:stdlib.jsonl.gz --split train --option linearizer=dfs --out init-dfs
       structret train --recipe khan-jang-dfs --model init-dfs --data codesearchnet:stdlib.jsonl.gz --out runs/kj-dfs
     """
-    from structret.api.models import check_from_scratch, new_model as create
-    from structret.data import parse_options
-
     _preflight(data=[data], data_options=data_options, backbone=backbone, backbone_options=options)
-    check_from_scratch(backbone)  # before the data is read
+    api.check_from_scratch(backbone)  # before the data is read
     dataset = _read(data, split, data_options)
-    count = create(backbone, dataset, out, parse_options(options))
+    count = api.new_model(backbone, dataset, out, api.parse_options(options))
     click.echo(f"wrote a fresh {backbone} to {out} (tokenizer learned from {count} texts)")
 
 
@@ -915,24 +779,19 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
       torchrun --nproc_per_node 2 $(which structret) train --recipe santa-code --data ... --out runs/ddp
       structret train --recipe santa-code --data ... --grad-cache-chunk 16 --out runs/big-batch   # docs/scale.md
     """
-    from structret.recipes import list_recipes as shipped, resolve_recipe
-
     if list_recipes:
-        presets = [resolve_recipe(name) for name in shipped()]
+        presets = api.list_recipes()
         width = max(len(r.name) for r in presets)
         for r in presets:
             click.echo(f"{r.name.ljust(width)}  {r.description}")
             click.echo(f"{'':{width}}  reproduces: {r.reproduces or '(not stated)'}")
         return
-    from structret.api import train as train_run
-    from structret.plugin_tables import parse_settings
-
-    overrides = {"split": split, "grad_cache_chunk": grad_cache_chunk, **parse_settings(settings)}
+    overrides = {"split": split, "grad_cache_chunk": grad_cache_chunk, **api.parse_settings(settings)}
     if backbone_options:  # whatever the run's backbone is
-        overrides["backbone_options"] = ",".join(backbone_options)
+        overrides["backbone_options"] = api.parse_options(backbone_options)
     if data_options:
-        overrides["data_options"] = ",".join(data_options)
-    run = train_run(recipe, data=data, out=output, objective=objective, backbone=backbone, model=model,
+        overrides["data_options"] = api.parse_options(data_options)
+    run = api.train(recipe, data=data, out=output, objective=objective, backbone=backbone, model=model,
                     resume=resume, verify=not no_verify, settings=overrides)
     click.echo(f"trained model: {run.final}")
 
@@ -1042,8 +901,6 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
       structret bench --suite santa-ablation --seeds 3 --out bench-out/santa-ablation
       structret bench --suite coir --data-root coir-data --system bm25 --system minilm --out bench-out/coir
     """
-    from structret.data import parse_options
-
     if tune_measure and not tune_split:
         raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
     if (fusion or tune_split) and (suite or recipes or data_root):
@@ -1056,32 +913,23 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         return
 
     if suite or recipes:
-        from structret import suites as S
-
         if json_out:
             raise click.UsageError("--json is for --system tables; with --recipe/--suite use --out DIR (results.json)")
-        runner = S.Runner(batch_size=batch_size, limit=limit)
-        overrides = S.parse_settings(settings)
+        common = dict(data_options=api.parse_options(data_options), settings=api.parse_settings(settings),
+                      backbone=backbone, seeds=seeds, batch_size=batch_size, limit=limit)
         if suite:
             if recipes or finetune or zero_shot:
                 raise click.UsageError("--suite names its own rows; leave out --recipe, --finetune and --zero-shot")
-            table = S.suite_table(S.load_suite(suite), list(data), data_options=parse_options(data_options),
-                                  settings=overrides, backbone=backbone, runner=runner, rows=list(row_labels) or None,
-                                  seeds=seeds)
+            ran = api.bench_suite(suite, list(data), rows=list(row_labels), **common)
         else:
             if split:
                 raise click.UsageError("--recipe trains on each dataset's train split and scores its test split; "
                                        "leave out --split")
-            options = parse_options(data_options)
-            datas = [S.DataSpec(d, d, d, options) for d in data] or [
-                S.DataSpec("stdlib", "mined Python stdlib", S.resolve_spec("stdlib"), options, standin=True)]
-            table = S.recipes_table(list(recipes), datas, finetune=finetune, zero_shot=zero_shot, settings=overrides,
-                                    systems=list(systems), runner=runner, backbone=backbone, seeds=seeds)
-        click.echo(table.markdown())
-        paths = table.write(out or "bench-out")
-        click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']} "
-                   f"(trained {len(runner.trained)}, reused {len(runner.reused_runs)} runs; "
-                   f"evaluated {len(runner.evaluated)}, reused {len(runner.reused_evals)})", err=True)
+            ran = api.bench_recipes(list(recipes), list(data), finetune=finetune, zero_shot=zero_shot,
+                                    systems=list(systems), **common)
+        click.echo(ran.table.markdown())
+        paths = ran.table.write(out or "bench-out")
+        click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']} ({ran.summary()})", err=True)
         return
     for flag, given in (("--finetune", finetune), ("--zero-shot", zero_shot), ("--set", settings),
                         ("--backbone", backbone), ("--row", row_labels), ("--out", out), ("--seeds", seeds > 1)):
@@ -1089,8 +937,6 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
             raise click.UsageError(f"{flag} goes with --recipe or --suite")
     if len(data) > 1:
         raise click.UsageError("--system tables score one --data; give several with --recipe")
-
-    from structret.bench import default_dataset, run_bench
 
     systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE, f"{defaults.LEXICAL}+{defaults.BACKBONE}",
                                  f"{defaults.SOURCE_LEXICAL}+{defaults.BACKBONE}"]
@@ -1103,11 +949,11 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         raise click.UsageError(f"--tune {tune_split} would choose the fusion on the split that is scored; tune on "
                                f"another split (e.g. --tune valid)")
     if not data:
-        dataset = default_dataset(split=split)
+        dataset = api.bench_dataset(split=split)
     else:
         dataset = _read(data[0], split or "test", data_options, need=("documents", "queries"))
     tune = _read(data[0], tune_split, data_options, need=("documents", "queries")) if tune_split else None
-    result = run_bench(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
+    result = api.bench_systems(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
                        fusion=fusion_spec, tune=tune, tune_measure=tune_measure)
     click.echo(result.markdown())
     if json_out:
@@ -1126,11 +972,9 @@ def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vec
     if given:
         raise click.UsageError(f"--suite coir takes --data-root, --system, --split, --limit, --batch-size, --out; "
                                f"leave out {', '.join(given)}")
-    from structret.suites.coir import coir_table
-
     systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE]
     _preflight(data=(), data_options=(), systems=systems)
-    table = coir_table(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
+    table = api.bench_coir(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
                        split=split or "test")
     click.echo(table.markdown())
     paths = table.write(out or "bench-out/coir")
@@ -1187,13 +1031,10 @@ def plot(data, split, data_options, models, labels, out, pairs, pool, similarity
       structret plot --data codesearchnet:stdlib.jsonl.gz --model minilm --model runs/sda --projection umap \\
           --pairs 64 --links --label zero-shot --label "SDA, 10 steps" --out figs
     """
-    from structret.data import parse_options
-    from structret.figures import plot_figures
-
     if len(models) < 2:
         raise click.UsageError("give at least two --model to compare, e.g. --model minilm --model runs/sda")
     _preflight(data=[data], data_options=data_options)
-    report = plot_figures(list(models), data, out, split=split, data_options=parse_options(data_options),
+    report = api.plot_figures(list(models), data, out, split=split, data_options=api.parse_options(data_options),
                           pairs=pairs, pool=pool, similarity=similarity, temperature=temperature,
                           projection=projection, links=links, seed=seed, batch_size=batch_size,
                           labels=list(labels) or None, echo=lambda line: click.echo(line, err=True))

@@ -39,3 +39,7 @@ class ObjectiveError(StructretError, ValueError):
 
 class RecipeWarning(UserWarning):
     """A recipe setting that is not used, or written the old way; the run goes ahead."""
+
+
+class ExportError(StructretError):
+    """A run that cannot be exported faithfully, or an export that does not match it."""

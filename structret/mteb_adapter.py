@@ -30,7 +30,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from structret.api.models import Model, load_model
+from structret.models import Model, load_model
 from structret.contracts import optional
 from structret.errors import StructretError
 from structret.records import COIR_RANKING

@@ -203,7 +203,7 @@ def judge_candidates(judge: Any, dataset: Dataset, candidates: list[Candidates],
         return _cross_encoder_scores(judge, dataset, candidates, batch_size, show_progress)
     import numpy as np
 
-    from structret.api.models import load_model
+    from structret.models import load_model
 
     model = load_model(judge) if isinstance(judge, str) else judge
     needed = sorted({d for c in candidates for d in (*c.docs, *c.positives)})
@@ -326,7 +326,7 @@ def mine_negatives(backbone: Any, dataset: Dataset, out: str | os.PathLike, *, d
         raise StructretError("a judge scores the candidates for a filter; give one too, e.g. filter='percent:0.95'.")
     scorer: Any = judge
     if judge and not is_cross_encoder(judge):
-        from structret.api.models import load_model
+        from structret.models import load_model
 
         scorer = load_model(judge)  # before the mining's encoding: a judge that cannot load fails at once
     candidates = rank_candidates(backbone, dataset, depth=depth, batch_size=batch_size, index=index,

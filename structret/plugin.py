@@ -44,7 +44,7 @@ from structret.registry import get_registry, takes_options_of
 if TYPE_CHECKING:
     from structret.exporting.errors import ExportError
     from structret.exporting.errors import require as require_modules
-    from structret.exporting.onnx_encoder import OnnxEncoder
+    from structret.onnx_encoder import OnnxEncoder
     from structret.exporting.onnx_graph import write_checked as write_checked_onnx
     from structret.indexing import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_metric,
                                     check_removal, normalize_rows, read_ids, read_index_meta, write_ids)
@@ -74,7 +74,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(parents, name)
     if name in _EXPORTING:
-        from structret.exporting import errors, onnx_encoder, onnx_graph
+        from structret import onnx_encoder
+        from structret.exporting import errors, onnx_graph
 
         return {"ExportError": errors.ExportError, "require_modules": errors.require,
                 "OnnxEncoder": onnx_encoder.OnnxEncoder, "write_checked_onnx": onnx_graph.write_checked}[name]

@@ -150,6 +150,9 @@ class Settings:
         if isinstance(value, dict) and key == "plugins":  # a resolved recipe's to_dict(): like a file's tables
             for name, table in value.items():
                 self.items.append(("table", name, dict(table), where, False))
+        elif key in SLOT_FIELDS and not from_file:  # --backbone-option/--data-option, as pairs or a dict
+            options = parse_options_field(value) if isinstance(value, str) else dict(value)
+            self.items.append(("slot", SLOT_FIELDS[key], options, where, False))
         elif isinstance(value, dict):  # [name] table
             self.items.append(("table", key, dict(value), where, not from_file))
         elif "." in key:  # name.option

@@ -176,7 +176,7 @@ def test_evaluate_uses_the_datasets_protocol(project):
 def test_another_split_of_a_loaded_dataset_is_read_again(project):
     everything = structret.load_dataset(f"codesearchnet:{project}")
     assert len(everything.corpus) == 24
-    from structret.api.datasets import dataset_split
+    from structret.datasets import dataset_split
 
     assert len(dataset_split(everything, "test").corpus) == 12 and dataset_split(everything, None) is everything
 

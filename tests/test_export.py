@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from test_serve import FUNCTIONS, write_functions
 
 import structret
-from structret.api.models import open_model
+from structret.models import open_model
 from structret.cli import cli
 from structret.exporting import ExportError, check_faithful, export_run
 from structret.exporting.checks import cosines
-from structret.exporting.onnx_encoder import OnnxEncoder
+from structret.onnx_encoder import OnnxEncoder
 
 # not the texts the export checks itself on
 QUERIES = ["parse a date", "send mail through a server", "Count Words In TEXT", "ünïcode query ✓"]
@@ -268,7 +268,7 @@ def test_a_non_empty_out_directory_is_refused(run, tmp_path):
 
 
 def test_models_an_export_cannot_reproduce_are_refused_with_the_reason(tiny_bert_dir, tiny_t5_dir, tmp_path):  # noqa: F811
-    from structret.api.models import Model
+    from structret.models import Model
     from structret.linearization import TextFormat
 
     with pytest.raises(ExportError, match="fuses aspect slots .brand, color."):

@@ -114,7 +114,7 @@ def test_a_lora_run_resumes_to_exactly_the_same_adapter(tmp_path, tiny_bert_dir,
 
 
 def test_a_lora_run_loads_back_merges_and_exports(tmp_path, tiny_bert_dir, csn_train, one_torch_thread):
-    from structret.api.models import load_model
+    from structret.models import load_model
     from structret.exporting import export_run
     from structret_backbones.hf import HFEncoder
 

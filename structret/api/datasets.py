@@ -1,30 +1,26 @@
-"""Datasets by ``FORMAT:PATH`` spec, remembering the spec so a split of them can be read again."""
+"""Datasets made from datasets: consistency-filtered training pairs."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from structret.datasets import dataset_split
 from structret.records import Dataset
 
 
-def load_dataset(spec: str, split: str | None = None, **options: Any) -> Dataset:
-    """The dataset ``"FORMAT:PATH"`` names (any registered reader: codesearchnet, adv, esci,
-    beir, ...), one ``split`` of it (None: what the reader reads by default, for
-    codesearchnet every row); ``options`` go to the reader (``locale="us"``). Raises
-    DataError for a bad spec or unreadable file, PluginError for an unknown format or option."""
-    from structret.data import load_dataset as read
+def filter_pairs(teacher: str, data: Dataset | str, out: str | os.PathLike, *, split: str = "train", k: int = 20,
+                 within: str = "language", batch_size: int = 32) -> Any:
+    """Write the (query, code) pairs of ``split`` whose query ranks its own code in the top ``k``
+    of its pool, judged by the dense model ``teacher`` (a backbone name or a run), as CodeSearchNet
+    rows to ``out``, with ``OUT.report.json`` (consistency filtering; structret.consistency)."""
+    from structret.artifacts import cache_dir
+    from structret.consistency import filter_pairs as run
+    from structret.errors import PluginError
+    from structret.retrieval import DenseRetriever, make_retriever
 
-    dataset = read(spec, split=split, options=options)
-    dataset.source = (spec, split, dict(options))
-    return dataset
-
-
-def dataset_split(data: Dataset | str, split: str | None) -> Dataset:
-    """``data`` as a Dataset of ``split``: a spec is read; a Dataset from ``load_dataset`` that
-    holds another split is read again with ``split``; any other Dataset is used as it is."""
-    if isinstance(data, str):
-        return load_dataset(data, split)
-    if split is not None and data.source is not None and data.source[1] != split:
-        spec, _, options = data.source
-        return load_dataset(spec, split, **options)
-    return data
+    dataset = dataset_split(data, split)
+    judge = make_retriever(teacher, batch_size=batch_size, cache=cache_dir())
+    if not isinstance(judge, DenseRetriever):
+        raise PluginError(f"the teacher {teacher} is not a dense model; give a backbone or a run directory.")
+    return run(judge, dataset, out, k=k, within=within, teacher=teacher, partition=split)

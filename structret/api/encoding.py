@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from structret.api.models import Model
+from structret.models import Model
 
 
 @dataclass
@@ -64,3 +64,12 @@ def encode_dataset(model: Model, dataset: Any, out: str | os.PathLike, *, what: 
         lambda batch: model.backbone.encode(batch, kind=kind, batch_size=batch_size, show_progress=show_progress),
         meta, chunk_rows=chunk_rows, with_texts=what == "documents")
     return EncodeResult(target, what, (start, end), len(all_ids), shard, report)
+
+
+def encoding_shard(spec: str | None = None) -> Any:
+    """The shard ``encode_dataset`` writes: ``spec`` ("I/N", 0-based) parsed and checked, or with
+    no spec the launcher's RANK of WORLD_SIZE (accelerate launch, torchrun) when there are several
+    processes, else None (``structret.embeddings.Shard``)."""
+    from structret.embeddings import parse_shard, shard_from_env
+
+    return parse_shard(spec) if spec else shard_from_env()

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from structret import defaults
-from structret.api.datasets import dataset_split
-from structret.api.models import Model, load_model
+from structret.datasets import dataset_split
+from structret.models import Model, load_model
 from structret.errors import StructretError
 from structret.records import Dataset
 
@@ -113,3 +113,11 @@ def _spec_of(dataset: Dataset) -> tuple[str, str | None, dict]:
                              f"'{dataset.name}' was not loaded with structret.load_dataset, so its spec is unknown. "
                              f"Pass data='FORMAT:PATH'.")
     return dataset.source
+
+
+def list_recipes() -> list[Any]:
+    """The shipped recipes, resolved (``structret.recipes.Recipe``: name, description, the paper
+    table it ``reproduces``, every field)."""
+    from structret.recipes import list_recipes as shipped, resolve_recipe
+
+    return [resolve_recipe(name) for name in shipped()]

@@ -58,8 +58,8 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
                  metric: str = "ip", lexical: str | None = defaults.SOURCE_LEXICAL, fusion: Any = None, batch_size: int = 32,
                  show_progress: bool = True, **index_options: Any) -> SourceIndexResult:
     """Index every function under the folder ``path`` into ``out`` (see the module docstring)."""
-    from structret.api.indexes import build_index
-    from structret.api.models import Model, load_model
+    from structret.search_index import build_index
+    from structret.models import Model, load_model
     from structret.api.updates import update_lock
     from structret.contracts import optional
     from structret.data import load_dataset

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from structret.api.indexes import SearchIndex, documents_of, load_index
+from structret.search_index import SearchIndex, documents_of, load_index
 from structret.errors import StructretError
 
 
@@ -57,7 +57,7 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
 def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) -> None:
     """Removing, and refitting a lexical side, need every text; an update that only adds reads none
     and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
-    from structret.api.indexes import _TextsOrigin
+    from structret.search_index import _TextsOrigin
     from structret.embeddings import read_index_texts, text_files
     from structret.indexing import SavedFiles
 

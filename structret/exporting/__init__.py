@@ -1,6 +1,6 @@
 """``structret export``: a trained run as a sentence-transformers folder or as ONNX (fp32 + int8).
 
-Nothing here imports torch at import time: ``structret.exporting.onnx_encoder`` is the
+Nothing here imports torch at import time: ``structret.onnx_encoder`` is the
 torch-free loader that ``structret serve --model EXPORT_DIR`` uses.
 """
 
@@ -24,7 +24,7 @@ FORMATS = ("sentence-transformers", "onnx")
 def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:
     """The structret ``Model`` of a run of ``structret train``, refused (ExportError saying why)
     unless an export can give the same vectors."""
-    from structret.api.models import open_model
+    from structret.models import open_model
     from structret.retrieval import trained_model
 
     path = Path(run)

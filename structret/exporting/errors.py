@@ -1,12 +1,10 @@
-"""What every part of export raises, in a module of its own so that none of them imports another for it."""
+"""What every part of export checks first, in a module of its own so that none of them imports another for it."""
 
 from __future__ import annotations
 
-from structret.errors import StructretError
+from structret.errors import ExportError
 
-
-class ExportError(StructretError):
-    """A run that cannot be exported faithfully, or an export that does not match it."""
+__all__ = ["ExportError", "require"]
 
 
 def require(*modules: str) -> None:

@@ -15,7 +15,7 @@ from structret.exporting.card import model_card
 from structret.exporting.faithful import check_faithful
 from structret.exporting.checks import (FP32_COSINE, INT8_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines,
                                         texts_per_second)
-from structret.exporting.onnx_encoder import ONNX_META, VARIANTS, OnnxEncoder
+from structret.onnx_encoder import ONNX_META, VARIANTS, OnnxEncoder
 from structret.records import PooledEncoder
 
 OPSET = 17
@@ -293,7 +293,7 @@ def write_checked(backbone: Any, backbone_name: str, where: Path, *, echo: Calla
     """``where`` as ``structret export --format onnx`` writes it for ``backbone``'s current weights,
     checked against them (cosines only, no speed): what a backbone's ``runtime="onnx"`` encodes
     with. ExportError when the backbone's vectors cannot be exported faithfully."""
-    from structret.api.models import Model
+    from structret.models import Model
     from structret.artifacts import atomic_dir
 
     model = Model(backbone, backbone_name=backbone_name)

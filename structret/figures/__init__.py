@@ -80,7 +80,7 @@ def _check_name(name: str) -> None:
     """Raise load_model's error now, before the data is read or any model loaded, for an unknown
     name or a local path that does not exist: load_model fails on those before loading weights.
     A hub id (org/name) is left to load_model."""
-    from structret.api.models import load_model  # the module: structret.api imports this package
+    from structret.models import load_model  # the module: structret.api imports this package
     from structret.registry import get_registry
 
     if get_registry().has("backbone", name) or Path(name).exists():
@@ -112,8 +112,8 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
     split, fewer than 2 pairs or more pairs than the split has."""
     import numpy as np
 
-    from structret.api.datasets import load_dataset  # the modules: structret.api imports this package
-    from structret.api.models import load_model
+    from structret.datasets import load_dataset  # the modules: structret.api imports this package
+    from structret.models import load_model
     from structret.data import require
     from structret.figures.drawing import draw_embeddings, draw_ranking
     from structret.figures.measures import (alignment, own_nearest, positive_first, ranking_probabilities,

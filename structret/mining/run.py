@@ -121,7 +121,7 @@ def mine(
     out: str | os.PathLike,
     *,
     repo: str | None = None,
-    splits: Sequence[float] | None = None,
+    splits: Sequence[float] | str | None = None,
     exclude: Sequence[str] = DEFAULT_EXCLUDE,
     show_progress: bool = True,
     workers: int = 1,
@@ -162,7 +162,7 @@ def mine(
     root = Path(src).expanduser().resolve()
     if not root.is_dir():
         raise DataError(f"{src}: not a directory. Pass the root of the source tree to mine.")
-    splits = check_splits(splits) if splits is not None else None
+    splits = parse_splits(splits)
     if int(workers) < 1 or int(chunk_files) < 1:
         raise ValueError(f"workers={workers}, chunk_files={chunk_files}: both must be at least 1.")
     miner = get_registry().create("miner", language)
@@ -234,3 +234,17 @@ def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO
             report.by_split[row["partition"]] += 1
         if "pair_kind" in row:
             report.structure[row["pair_kind"]] += 1
+
+
+def parse_splits(splits: Sequence[float] | str | None) -> tuple[float, float, float] | None:
+    """Shares of 1 for train, valid and test, given as shares or as percentages the way the command
+    line writes them (``"80/10/10"``); DataError (ValueError for shares) unless they add up."""
+    if splits is None:
+        return None
+    if not isinstance(splits, str):
+        return check_splits(splits)
+    try:
+        return check_splits([float(v) / 100 for v in splits.split("/")])
+    except ValueError:  # not numbers, not three, negative, or not adding up
+        raise DataError(f"'{splits}': give three percentages for train/valid/test that add up to 100, "
+                        f"e.g. 80/10/10.") from None

@@ -170,7 +170,7 @@ class Searcher:
         if now is None or now in (self._loaded, self._seen):
             return
         self._seen = now  # tried once per version on disk, not once per query
-        from structret.api import load_index
+        from structret.search_index import load_index
 
         try:
             fresh = load_index(self.index.path, verify=self._verify)
@@ -232,8 +232,8 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
     the index records; ``model_options`` go to its backbone, e.g. ``runtime="onnx-int8"``),
     and choose the entity extractor. Raises StructretError with a sentence for the user when
     any of them cannot be used."""
-    from structret.api import Model, SearchIndex, load_index, load_model
-    from structret.api.models import open_model
+    from structret.search_index import SearchIndex, load_index
+    from structret.models import Model, load_model, open_model
 
     if not isinstance(index, SearchIndex):
         index = load_index(os.fspath(index), verify=verify)

@@ -156,7 +156,7 @@ class Runner:
 
     def init_model(self, backbone: str, options: str, data: DataSpec) -> str:
         """A fresh from-scratch model whose tokenizer is learned from the training split (cached)."""
-        from structret.api.models import new_model
+        from structret.models import new_model
         from structret.data import load_dataset
         from structret.recipes import parse_options_field
 

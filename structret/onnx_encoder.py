@@ -38,9 +38,13 @@ class OnnxEncoder:
     plugin_name = "onnx"
 
     def __init__(self, directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None):
-        from structret.exporting.errors import require
+        import importlib.util
 
-        require("onnxruntime", "tokenizers")
+        missing = [m for m in ("onnxruntime", "tokenizers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ModelLoadError(f"{directory} is an ONNX export, read with {' and '.join(missing)}, which "
+                                 f"{'is' if len(missing) == 1 else 'are'} not installed; pip install "
+                                 f"'structret[export]' adds them.")
         import onnxruntime as ort
         from tokenizers import Tokenizer
 

@@ -98,7 +98,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
     ModelLoadError when the weights cannot be loaded.
     """
-    from structret.exporting.onnx_encoder import is_onnx_export
+    from structret.onnx_encoder import is_onnx_export
 
     if is_onnx_export(name_or_path):  # 'structret export --format onnx': onnxruntime, no torch
         return load_onnx_model(name_or_path, **options)
@@ -122,7 +122,7 @@ def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", thre
                     **unknown: Any) -> Model:
     """A Model over a folder of ``structret export --format onnx``: onnxruntime and tokenizers, no torch."""
     from structret.errors import ModelLoadError
-    from structret.exporting.onnx_encoder import OnnxEncoder
+    from structret.onnx_encoder import OnnxEncoder
     from structret.linearization import TextFormat
 
     if unknown:

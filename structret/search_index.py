@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from structret import defaults
-from structret.api.models import Model, open_model
+from structret.models import Model, open_model
 from structret.contracts import optional
 from structret.errors import StructretError
 from structret.registry import get_registry
@@ -314,7 +314,7 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
 
 def documents_of(data: Any, split: str | None):
     """A Dataset with documents: ``data`` (read again for another ``split``), or read from a spec."""
-    from structret.api.datasets import dataset_split
+    from structret.datasets import dataset_split
     from structret.data import require
 
     if data is None:
@@ -367,3 +367,11 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
             loaded._load_lexical(Path(path))
     loaded.texts_note = why_not
     return loaded
+
+
+def parse_fusion(spec: str) -> Any:
+    """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.fusion.Fusion``; FusionError (a
+    StructretError) saying what is wrong. Functions taking ``fusion=`` accept the string too."""
+    from structret.fusion import parse
+
+    return parse(spec)
