@@ -578,8 +578,8 @@ def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_
     shutil.copytree(tiny_bert_dir, final)
     (final / "structret.json").write_text('{"backbone": "hf-encoder"}')
     write_checksums(final)  # as 'structret train' seals final/; without it the model is refused
-    assert trained_model(str(tmp_path / "run")) == ("hf-encoder", str(final), {})
-    assert trained_model(str(final)) == ("hf-encoder", str(final), {})
+    assert trained_model(str(tmp_path / "run")) == ("hf-encoder", str(final), {}, {})
+    assert trained_model(str(final)) == ("hf-encoder", str(final), {}, {})
     assert trained_model(str(tmp_path)) is None
     retriever = make_retriever(str(tmp_path / "run"), show_progress=False)
     assert isinstance(retriever, DenseRetriever) and retriever.backbone.name == str(final)
