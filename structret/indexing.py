@@ -224,5 +224,5 @@ def load_index(path: str | os.PathLike, *, expect_model: str | None = None, veri
         if not isinstance(name, str):
             raise ArtifactError(f"{Path(path) / 'structret.json'} does not say which index it holds ('index' is missing).")
         check_same_model(path, meta.get("model"), expect_model)
-        index_class = get_registry().get("index", name).load()
+        index_class: Any = get_registry().get("index", name).load()  # an index class: its load() reads it
         return index_class.load(path)

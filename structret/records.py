@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Mapping, Union
 
 
 @dataclass
@@ -164,7 +164,7 @@ class Dataset:
     """
 
     name: str
-    corpus: dict[str, Record]
+    corpus: Mapping[str, Record]  # each reader builds a dict of its own kind of record
     queries: dict[str, Query]
     qrels: Qrels
     stats: ReadStats

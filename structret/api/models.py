@@ -140,6 +140,8 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
 
     options = dict(options or {})
     trained = trained_model(model, verify=verify) if model else None
+    recipe: dict[str, Any]
+    weights: str | None
     text_format, recipe = TextFormat(), {}
     if trained is not None:
         backbone, weights, recipe = trained
@@ -147,6 +149,8 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
     else:
         weights = model
         if backbone is None:
+            if model is None:  # else Path(None) fails below with a TypeError that says nothing useful
+                raise StructretError("open_model: name a backbone, a model or both.")
             backbone = _family(model)
     made = get_registry().create("backbone", backbone, **options, **({"model": weights} if weights else {}))
     # model: what was asked for (the run, not its final/ folder), so an index can reopen it

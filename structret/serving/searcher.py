@@ -147,6 +147,7 @@ class Searcher:
                     self._turn.notify_all()
         if mine.error is not None:
             raise mine.error
+        assert mine.found is not None  # done, without an error
         notes = []
         if mine.k < k:  # clamped in its turn, to the index it was answered from
             notes.append(f"the index holds {mine.k} documents, so all of them are ranked (k={k} asked for).")
@@ -212,10 +213,12 @@ class Searcher:
         if hit.text is None:
             return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources)
         layout = read_layout(hit.text, self.text_format, aspects=self._aspects, separator=self._separator)
+        entities: tuple[Entity, ...]
         entities, note = (), None
         if self.marker is not None:
             title = next((f for f in layout.fields if f.name == "title"), None)
             body = layout.body
+            assert body is not None  # read_layout always gives one (the whole text when nothing else fits)
             try:
                 entities = tuple(self.marker.entities(hit.text, body.start, body.end,
                                                       title=hit.text[title.start:title.end] if title else None))
@@ -266,6 +269,7 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
             raise PluginError(f"the {marker.name} extractor (chosen because {marker.reason}) cannot read the "
                               f"indexed texts: {exc}. Choose another with --extractor NAME (--language LANG "
                               f"for tree-sitter), or --extractor none.") from None
+    highlight: str | None
     if language:
         highlight = language
     elif marker is not None and marker.name == "python-tokenize" or looks_like_python(texts):
