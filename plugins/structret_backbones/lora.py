@@ -95,7 +95,7 @@ def load(model: torch.nn.Module, directory: str | Path) -> None:
     file = Path(directory) / FOLDER / WEIGHTS_FILE
     if not file.is_file():
         raise ModelLoadError(f"{file} is missing: the model's adapter is incomplete; copy the whole model folder.")
-    result: Any = set_peft_model_state_dict(model, load_file(str(file)))  # torch's _IncompatibleKeys (peft: `namedtuple`)
+    result: Any = set_peft_model_state_dict(model, load_file(str(file)))  # torch's _IncompatibleKeys; peft: namedtuple
     missing = [k for k in result.missing_keys if ".lora_" in k]
     if missing or result.unexpected_keys:
         raise ModelLoadError(f"{file} does not fit {Path(directory) / FOLDER / CONFIG_FILE} (missing {missing[:2]}, "

@@ -102,8 +102,8 @@ class FieldBM25Retriever:
                  lowercase: bool = True, split_identifiers: bool = True):
         self.weights = self._parse_weights(weights)
         # every field's BM25 reads text alike (structret_lexical.bm25's options)
-        self._bm25_options: dict[str, Any] = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
-                              "split_identifiers": split_identifiers}
+        self._bm25_options: dict[str, Any] = {"k1": k1, "b": b, "method": method, "stopwords": stopwords,
+                                              "lowercase": lowercase, "split_identifiers": split_identifiers}
         self._fields: dict[str, BM25Retriever | None] = {}
         self._n_docs = 0
 
