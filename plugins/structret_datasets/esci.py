@@ -191,7 +191,8 @@ def _item(row: dict, doc_id: str, categories: dict[tuple[str, str], list[str]] |
     bullets = [line.strip() for line in text("product_bullet_point").splitlines() if line.strip()]
     aspects = {name: [text(f"product_{name}")] if text(f"product_{name}") else [] for name in ("brand", "color")}
     if categories is not None:
-        levels = categories.get((row["product_locale"], _id(row["product_id"]) or ""), [])  # no id: no levels ("" is none)
+        # no id: no levels, as before ("" is no id either)
+        levels = categories.get((row["product_locale"], _id(row["product_id"]) or ""), [])
         for k in range(CATEGORY_LEVELS):
             aspects[f"category_{k + 1}"] = [levels[k]] if k < len(levels) else []
     return ItemRecord(
