@@ -128,6 +128,6 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
         describe = optional("retriever", retriever, "settings")
         result.settings[system] = describe() if callable(describe) else "(its settings are not reported)"
         if tuning is not None:
-            result.settings[system] += f"; chosen on {tune.name} by {tuning['measure']}"
+            result.settings[system] += f"; chosen on {tuning['split']} by {tuning['measure']}"
     result.notes = protocol.notes
     return result

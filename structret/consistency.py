@@ -101,9 +101,14 @@ def filter_pairs(retriever: Any, dataset: Dataset, out: str | os.PathLike, *, k:
     if k < 1:
         raise StructretError(f"k must be at least 1 (the rank a pair's own code must reach), not {k}.")
     ranks = own_ranks(retriever, dataset, within=within)
+    assert dataset.pairs is not None  # own_ranks raised otherwise
     report = ConsistencyReport(teacher=teacher, k=k, within=within, out=str(out))
     report.pool = dict(Counter(_language(dataset.corpus[d]) if within == "language" else "" for _, d in
                                dict.fromkeys(dataset.pairs)))
+    kept: Counter[str]
+    dropped: Counter[str]
+    kept_kind: Counter[str]
+    dropped_kind: Counter[str]
     kept, dropped, kept_kind, dropped_kind = Counter(), Counter(), Counter(), Counter()
     partial = f"{out}.{os.getpid()}.part"
     with gzip.open(partial, "wt", encoding="utf-8") as f:

@@ -222,7 +222,8 @@ class _Tallies:
     def __get__(self, instance: Any, owner: type) -> Any:
         if instance is None:
             return self
-        instance.__dict__["counts"] = tallies = Counter()
+        tallies: Counter[str] = Counter()
+        instance.__dict__["counts"] = tallies
         return tallies
 
 
@@ -335,7 +336,7 @@ def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tens
     return result
 
 
-def check_loss_mean(objective: Objective, backbone: Any, texts: list[str], rows: list[Any]) -> None:
+def check_loss_mean(objective: AuxiliaryObjective, backbone: Any, texts: list[str], rows: list[Any]) -> None:
     """Rule loss-mean: the passages once and twice, dropout off, give one mean and twice the count."""
     import torch
 

@@ -28,7 +28,7 @@ import shutil
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 
@@ -290,7 +290,7 @@ def collect_parts(paths: Sequence[str | os.PathLike], *, what: str = "documents"
     for given in paths:
         path = Path(given)
         shards = sorted((p for p in path.iterdir() if p.is_dir() and _SHARD_DIR.fullmatch(p.name)),
-                        key=lambda p: tuple(int(x) for x in _SHARD_DIR.fullmatch(p.name).groups()))
+                        key=lambda p: tuple(int(x) for x in cast(re.Match, _SHARD_DIR.fullmatch(p.name)).groups()))
         if (path / META_FILE).is_file():
             if shards:  # an unsharded run and later shards into the same --out: which one was meant?
                 raise ArtifactError(f"{path} holds whole-corpus embeddings and also {len(shards)} shard folders "

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Generic, Sequence, TypeVar
 
 import numpy as np
 
@@ -165,26 +165,29 @@ def fuse_scores(lexical: np.ndarray, dense: np.ndarray, fusion: Fusion) -> np.nd
     return fused
 
 
+D = TypeVar("D")  # a document as the sides list it: its position or its id
+
+
 @dataclass(frozen=True)
-class FusedHit:
+class FusedHit(Generic[D]):
     """One fused result: the document's position or id, its fused score and which sides listed it."""
 
-    doc: object
+    doc: D
     score: float
     sources: tuple[str, ...]
 
 
-def fuse_lists(lexical: tuple[Sequence, Sequence[float]], dense: tuple[Sequence, Sequence[float]],
-               fusion: Fusion, k: int) -> list[FusedHit]:
+def fuse_lists(lexical: tuple[Sequence[D], Sequence[float]], dense: tuple[Sequence[D], Sequence[float]],
+               fusion: Fusion, k: int) -> list[FusedHit[D]]:
     """The top ``k`` of one query from each side's candidate list ``(docs, scores)``, best
     first (equal scores: the dense side's order, then the lexical side's) -- what a hybrid
     index search returns; ``fuse_scores`` ranks full score rows the same way."""
-    fused: dict[object, float] = {}
-    sources: dict[object, list[str]] = {}
+    fused: dict[D, float] = {}
+    sources: dict[D, list[str]] = {}
     sides = (("dense", dense, 1 - fusion.weight), ("lexical", lexical, fusion.weight))
     missing_values = {}
-    for name, (docs, scores), share in sides:
-        scores = np.asarray(scores, dtype=np.float64)
+    for name, (docs, side_scores), share in sides:
+        scores = np.asarray(side_scores, dtype=np.float64)
         if len(docs) != len(scores):
             raise FusionError(f"the {name} side returned {len(docs)} documents but {len(scores)} scores.")
         if not len(docs):

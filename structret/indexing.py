@@ -16,7 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Container, Sequence
 
 import numpy as np
 
@@ -69,7 +69,7 @@ def normalize_rows(array: np.ndarray) -> np.ndarray:
     return array / np.maximum(norms, np.finfo(np.float32).tiny)
 
 
-def check_ids(ids: Sequence[str], count: int, taken: set[str]) -> list[str]:
+def check_ids(ids: Sequence[str], count: int, taken: Container[str]) -> list[str]:
     """``ids`` as strings, one per vector, none already in the index or repeated."""
     if isinstance(ids, str):
         raise IndexInputError("ids must be a sequence of strings, one per vector, not a single string.")
@@ -224,5 +224,5 @@ def load_index(path: str | os.PathLike, *, expect_model: str | None = None, veri
         if not isinstance(name, str):
             raise ArtifactError(f"{Path(path) / 'structret.json'} does not say which index it holds ('index' is missing).")
         check_same_model(path, meta.get("model"), expect_model)
-        index_class = get_registry().get("index", name).load()
+        index_class: Any = get_registry().get("index", name).load()  # an index class: its load() reads it
         return index_class.load(path)

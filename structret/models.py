@@ -143,6 +143,9 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
 
     options = dict(options or {})
     trained = trained_model(model, verify=verify) if model else None
+    recipe: dict[str, Any]
+    weights: str | None
+    entities: dict[str, str]
     text_format, recipe, entities = TextFormat(), {}, {}
     if trained is not None:
         backbone, weights, recipe, entities = trained
@@ -150,6 +153,8 @@ def open_model(backbone: str | None, model: str | None = None, options: dict[str
     else:
         weights = model
         if backbone is None:
+            if model is None:  # else Path(None) fails below with a TypeError that says nothing useful
+                raise StructretError("open_model: name a backbone, a model or both.")
             backbone = _family(model)
     made = get_registry().create("backbone", backbone, **options, **({"model": weights} if weights else {}))
     # model: what was asked for (the run, not its final/ folder), so an index can reopen it

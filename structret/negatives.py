@@ -228,7 +228,8 @@ def _cross_encoder_scores(path: str, dataset: Dataset, candidates: list[Candidat
     except Exception as e:  # whatever transformers raises for a damaged folder: say which folder
         raise StructretError(f"--judge {path}: could not load it as a sentence-transformers CrossEncoder "
                              f"({type(e).__name__}: {e}).") from e
-    pairs, spans = [], []
+    pairs: list[tuple[str, str]] = []
+    spans: list[tuple[int, int]] = []
     for c in candidates:
         start = len(pairs)
         query = dataset.queries[c.qid].text

@@ -134,7 +134,7 @@ def validate(model: type[BaseModel], values: dict[str, Any], *, what: str) -> di
         problems = []
         for error in exc.errors():
             key = ".".join(str(p) for p in error["loc"]) or "options"
-            given = values.get(error["loc"][0]) if error["loc"] else None
+            given = values.get(str(error["loc"][0])) if error["loc"] else None
             problems.append(f"{key}={given!r}: {error['msg']}" if error["loc"] else error["msg"])
         raise PluginError(f"{what}: {'; '.join(problems)}. Its options: {listing(model)}.") from None
     return {name: getattr(made, name) for name in model.model_fields}

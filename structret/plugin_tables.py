@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
-from typing import Any
+from typing import AbstractSet, Any
 
 from structret.errors import ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError
 
@@ -169,7 +169,8 @@ class Settings:
                 self.items.append(("loose", key, value, where, from_file))
 
 
-def plugin_options(settings: Settings, used: dict[str, Any], quiet: set[str] = frozenset()) -> dict[str, dict[str, Any]]:
+def plugin_options(settings: Settings, used: dict[str, Any],
+                   quiet: AbstractSet[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """Every used plugin's options, from the tables, loose keys and slot options, validated.
     A file's table for a plugin the run does not use is dropped, with a warning unless the
     plugin is in ``quiet`` (the file used it; an override dropped it)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
 
 @dataclass
@@ -197,7 +197,7 @@ class Dataset:
     """
 
     name: str
-    corpus: dict[str, Record]
+    corpus: Mapping[str, Record]  # each reader builds a dict of its own kind of record
     queries: dict[str, Query]
     qrels: Qrels
     stats: ReadStats

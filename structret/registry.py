@@ -76,7 +76,7 @@ class PluginEntry:
             return self.target
         module_name, _, attr = self.target.partition(":")
         try:
-            obj = importlib.import_module(module_name)
+            obj: Any = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             who = f"{self.what} (plugin '{self.plugin}' from distribution '{self.distribution}')"
             if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
@@ -85,7 +85,7 @@ class PluginEntry:
                                   f"hold: reinstall it (pip install --force-reinstall {self.distribution}), or "
                                   f"report the broken target '{self.target}' to its authors.") from exc
             raise PluginError(f"{who} needs the Python module '{exc.name}', which is not installed. Install it "
-                              f"(pip install {exc.name.split('.')[0].replace('_', '-')}) or pick another "
+                              f"(pip install {(exc.name or '?').split('.')[0].replace('_', '-')}) or pick another "
                               f"{self.kind}.") from exc
         except KeyboardInterrupt:
             raise
@@ -268,7 +268,7 @@ def takes_options_of(target: Callable[..., Any]) -> Callable[[Callable[..., Any]
                   if p.name not in names and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                   and p.name != "self"]
         first_keyword = next((i for i, p in enumerate(own) if p.kind == p.KEYWORD_ONLY), len(own))
-        factory.__signature__ = inspect.Signature(own[:first_keyword] + passed + own[first_keyword:])
+        setattr(factory, "__signature__", inspect.Signature(own[:first_keyword] + passed + own[first_keyword:]))
         return factory
 
     return decorate

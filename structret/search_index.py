@@ -122,13 +122,14 @@ class SearchIndex:
         different models mean nothing.
         """
         if not isinstance(model, Model):
-            model, queries = self.model, model
+            queries = model
+            model = self.model
         else:
             self._check(model)
         if queries is None:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
         single = isinstance(queries, str)
-        texts = [queries] if single else list(queries)
+        texts = [queries] if isinstance(queries, str) else list(queries)
         hits = self.search_vectors(model.encode_query(texts), k, texts=texts)
         return hits[0] if single else hits
 
@@ -176,6 +177,7 @@ class SearchIndex:
 
         from structret.embeddings import write_texts
 
+        assert self.texts is not None  # save calls this only for an index with texts
         origin = self._texts_origin
         names = list(origin.files.identities) if origin is not None else []
         if origin is None or len(names) > _MAX_TEXT_FILES or not origin.files.unchanged():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from structret import defaults
 from structret.contracts import (
@@ -127,7 +127,7 @@ def build_tiny_t5(directory: Path, *, seed: int = 0) -> Path:
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", model_max_length=512
     )
-    config = T5Config(
+    config = T5Config(  # type: ignore[call-arg]  # extra config kwargs are accepted at run time, not in its typing
         vocab_size=len(tokenizer), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
         num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
     )
@@ -264,13 +264,13 @@ def _check_backbone(name: str, options: dict[str, Any]) -> dict[str, Any]:
                          f"kind={kind} gave {type(vectors).__name__} {getattr(vectors, 'shape', '')} "
                          f"{getattr(vectors, 'dtype', '')}")
     trainable = isinstance(backbone, TrainableBackbone)
-    if trainable:
+    if isinstance(backbone, TrainableBackbone):  # trainable
         prefixes = backbone.tokenize.prefixes
         batch = backbone.tokenize(texts, kind="document", max_length=32)
-        vectors = backbone.embed(batch, kind="document")
-        if set(prefixes) != {"query", "document"} or tuple(vectors.shape) != (len(texts), backbone.dim):
+        embedded = backbone.embed(batch, kind="document")
+        if set(prefixes) != {"query", "document"} or tuple(embedded.shape) != (len(texts), backbone.dim):
             raise broken("backbone", name, "backbone-train",
-                         f"prefixes {sorted(prefixes)}, embed gave shape {tuple(vectors.shape)}")
+                         f"prefixes {sorted(prefixes)}, embed gave shape {tuple(embedded.shape)}")
         if backbone.capabilities & {"seq2seq", "mlm"} and not isinstance(backbone, LanguageModelBackbone):
             raise broken("backbone", name, "backbone-train", "it has capability seq2seq or mlm but no enable_lm()")
     return {"dim": backbone.dim, "capabilities": sorted(backbone.capabilities), "trainable": trainable}
@@ -367,9 +367,10 @@ def _check_retriever(name: str, options: dict[str, Any]) -> dict[str, Any]:
     return {"documents": len(docs)}
 
 
-_CHECKS = {"objective": _check_objective, "backbone": _check_backbone, "extractor": _check_extractor,
-           "linearizer": _check_linearizer, "dataset": _check_dataset, "index": _check_index,
-           "retriever": _check_retriever}
+_CHECKS: dict[str, Callable[..., dict[str, Any]]] = {  # _check_objective also takes a backbone
+    "objective": _check_objective, "backbone": _check_backbone, "extractor": _check_extractor,
+    "linearizer": _check_linearizer, "dataset": _check_dataset, "index": _check_index,
+    "retriever": _check_retriever}
 KINDS = tuple(_CHECKS)
 
 

@@ -14,7 +14,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -99,7 +99,7 @@ def resolve_source(model: str | os.PathLike | None, backbone: str) -> tuple[str,
     return text, False
 
 
-def _cause_names(exc: BaseException) -> set[str]:
+def _cause_names(exc: BaseException | None) -> set[str]:
     names, seen = set(), set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -148,7 +148,7 @@ def _load_error(source: str, what: str, exc: BaseException, *, is_local: bool, t
 
 
 def from_pretrained(
-    loader: Callable[..., Any], source: str, is_local: bool, what: str, **kwargs: Any
+    loader: Any, source: str, is_local: bool, what: str, **kwargs: Any
 ) -> Any:
     """Call ``loader.from_pretrained`` cache-first, turning every failure into a ModelLoadError."""
     try:
@@ -301,6 +301,7 @@ class TransformerBackbone:
     through ``super().__init__`` and implement ``embed(batch)``."""
 
     plugin_name = ""
+    dim: int  # set by each subclass from its loaded model
 
     def __init__(self, model, *, normalize, max_length, query_prefix, document_prefix, device, dtype,
                  trust_remote_code, check_config, compile=False):
@@ -408,8 +409,9 @@ class TransformerBackbone:
                     "aspect_slots": list(getattr(self, "aspect_slots", ())), "runtime": getattr(self, "runtime", "torch"),
                     "torch": torch.__version__,
                     "transformers": transformers.__version__, "tokenizer": type(tokenizer).__name__}
-        if getattr(self, "lora", None):  # only then: models without an adapter keep their fingerprints
-            settings["lora"] = self.lora
+        lora = getattr(self, "lora", None)
+        if lora:  # only then: models without an adapter keep their fingerprints
+            settings["lora"] = lora
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
         if backend is not None:
             # the tokenizer's own state minus its truncation and padding, which every call sets: with them,
@@ -456,6 +458,16 @@ class TrainableMixin:
     lm_auto_class = ""  # transformers Auto class of the head model, e.g. "AutoModelForMaskedLM"
     _warned_fresh_head = False
     lm_head_is_new = False  # set by enable_lm: the head's weights were not in the checkpoint
+
+    if TYPE_CHECKING:  # what the TransformerBackbone it is mixed into supplies
+        model: Any
+        lm_model: Any
+        source: str
+        name: str
+        trust_remote_code: bool
+        device: torch.device
+
+        def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor: ...
 
     @property
     def training_module(self) -> torch.nn.Module:

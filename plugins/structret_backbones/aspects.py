@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 from torch import nn
 
 from structret.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ASPECT_CONFIG = "structret_aspects"  # config.json key: {"aspect_slots": [names]}
 FUSION_FILE = "aspect_fusion.safetensors"
@@ -143,11 +146,11 @@ class without_fusion:
     """Context: the encoder without its fusion module, so ``save_pretrained`` writes a plain
     Hugging Face checkpoint (the fusion goes to its own file)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: PreTrainedModel):
         self.model = model
-        self.fusion = None
+        self.fusion: nn.Module | None = None
 
-    def __enter__(self) -> nn.Module:
+    def __enter__(self) -> PreTrainedModel:
         self.fusion = self.model._modules.pop(FUSION_MODULE, None)
         return self.model
 

@@ -194,6 +194,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
                 return
             self.lora = saved
         else:
+            assert r  # no saved adapter: r > 0, or it returned above
             self.lora = lora.settings(r, alpha, dropout, targets, self.model)
             lora.inject(self.model, self.lora)
         self.model.to(self.device)
@@ -348,6 +349,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         """The text vector from the last hidden states: pooled, and with aspect slots fused."""
         if self.aspect_fusion is None:
             return hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
+        assert self.aspect_slot_ids is not None  # set with the fusion (add_aspect_slots)
         k = len(self.aspect_slot_ids)
         states = slots.split_states(hidden, batch["input_ids"], self.aspect_slot_ids, self.name)
         if kind == "document":

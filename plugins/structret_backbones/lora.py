@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
 from structret.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 FOLDER = "lora"
 CONFIG_FILE = "adapter_config.json"
@@ -53,7 +56,7 @@ def saved_settings(directory: str | Path) -> dict[str, Any] | None:
             "targets": sorted(targets) if isinstance(targets, list) else targets}
 
 
-def default_targets(model: torch.nn.Module) -> list[str]:
+def default_targets(model: PreTrainedModel) -> list[str]:
     """peft's default LoRA targets for this architecture (BERT, RoBERTa, ...: query and value)."""
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
 
@@ -66,7 +69,7 @@ def default_targets(model: torch.nn.Module) -> list[str]:
 
 
 def settings(r: int, alpha: float | None, dropout: float | None, targets: Sequence[str] | None,
-             model: torch.nn.Module) -> dict[str, Any]:
+             model: PreTrainedModel) -> dict[str, Any]:
     """The adapter settings for the given options (unset alpha = 2 r, dropout = 0, targets = peft's)."""
     return {"r": int(r), "alpha": float(alpha if alpha is not None else 2 * r),
             "dropout": float(dropout or 0.0), "targets": sorted(targets) if targets else default_targets(model)}
@@ -92,7 +95,7 @@ def load(model: torch.nn.Module, directory: str | Path) -> None:
     file = Path(directory) / FOLDER / WEIGHTS_FILE
     if not file.is_file():
         raise ModelLoadError(f"{file} is missing: the model's adapter is incomplete; copy the whole model folder.")
-    result = set_peft_model_state_dict(model, load_file(str(file)))
+    result: Any = set_peft_model_state_dict(model, load_file(str(file)))  # torch's _IncompatibleKeys; peft: namedtuple
     missing = [k for k in result.missing_keys if ".lora_" in k]
     if missing or result.unexpected_keys:
         raise ModelLoadError(f"{file} does not fit {Path(directory) / FOLDER / CONFIG_FILE} (missing {missing[:2]}, "

@@ -66,7 +66,9 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
         )
         self.dim: int = self.model.config.d_model
         self.capabilities = frozenset({"encoder", "seq2seq"})
-        self.decoder_start_token_id: int = _start_token(self.model.config)
+        start = _start_token(self.model.config)
+        assert start is not None  # check_config (_encoder_decoder) refused a config without one
+        self.decoder_start_token_id: int = start
 
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         """Decoder state at position 0 [batch, dim] for a tokenized batch; keeps gradients."""

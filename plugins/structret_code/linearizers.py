@@ -176,6 +176,9 @@ class _CodeLinearizer:
             if self._uses_tree_sitter(self.language):
                 self._tree_sitter(self.language)  # a missing grammar should fail now, not mid-corpus
 
+    def _linearize(self, code: str, language: str) -> tuple[list[str], list[int] | None]:
+        raise NotImplementedError
+
     def linearize(self, record: Any, language: str | None = None) -> Sequence | None:
         """The record's sequence, or ``None`` (counted in ``failures``) if its code does not parse.
 

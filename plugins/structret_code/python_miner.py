@@ -107,9 +107,12 @@ def _mine(name: str, node, in_class: bool, text: _Source, tokens: _Tokens) -> Mi
         docstring, code = "", original
         code_tokens = tokens.between(start, end)
     else:
+        assert doc_node.end_lineno is not None and doc_node.end_col_offset is not None  # ast.parse sets them
         doc_start = text.pos(doc_node.lineno, doc_node.col_offset)
         doc_end = text.pos(doc_node.end_lineno, doc_node.end_col_offset)
-        docstring = _docstring_text(text.span(doc_start, doc_end), doc_node.value.value)
+        value = doc_node.value
+        assert isinstance(value, ast.Constant) and isinstance(value.value, str)  # _docstring_node checked
+        docstring = _docstring_text(text.span(doc_start, doc_end), value.value)
         code = _without(text, start, end, doc_start, doc_end)
         after = tokens.between(doc_end, end)
         if after[:1] == [";"]:  # the ';' that only separated the docstring cut out of `code`

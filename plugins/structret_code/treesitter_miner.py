@@ -66,6 +66,7 @@ class TreeSitterMiner:
         self._line_comment = line_comment  # prefix of a one-line doc comment, e.g. "//"
         self._block_doc = block_doc  # prefix of a block doc comment, e.g. "/**"
         self._parser = tree_sitter.Parser(load_grammar(language))
+        assert self._parser.language is not None  # just given
         pattern = "[" + " ".join(f"({t})" for t in sorted(comment_types)) + "] @comment"
         self._comments = tree_sitter.Query(self._parser.language, pattern)
 
@@ -322,7 +323,7 @@ _PHP_TYPES = {"class_declaration", "trait_declaration", "interface_declaration",
 
 
 def _find_php(file: _File) -> Iterator[Found]:
-    stack: list[tuple[object, str]] = [(file.root, "")]
+    stack: list[tuple[tree_sitter.Node, str]] = [(file.root, "")]
     while stack:
         node, prefix = stack.pop()
         kind = node.type
@@ -343,7 +344,7 @@ def _find_php(file: _File) -> Iterator[Found]:
 
 
 def _find_ruby(file: _File) -> Iterator[Found]:
-    stack: list[tuple[object, str]] = [(file.root, "")]
+    stack: list[tuple[tree_sitter.Node, str]] = [(file.root, "")]
     while stack:
         node, prefix = stack.pop()
         kind = node.type

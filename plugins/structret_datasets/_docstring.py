@@ -54,7 +54,9 @@ def strip_python_docstring(code: str) -> str:
     body = _header_end(code)
     if body is None:
         return code
-    start = _GAP.match(code, body).end()
+    gap = _GAP.match(code, body)
+    assert gap is not None  # it matches the empty string too
+    start = gap.end()
     literal = _STRING.match(code, start)
     # '"abc".join(x)' starts with a string too; a docstring is a statement of its own.
     rest = literal and _REST.match(code, literal.end())

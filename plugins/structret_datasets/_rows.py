@@ -63,7 +63,7 @@ def oversized(row: dict, limit: int, keys: tuple[str, ...] | None = None) -> Bad
     return None
 
 
-def _rest_of_line(fh: BinaryIO, chunk: int) -> int:
+def _rest_of_line(fh: BinaryIO | gzip.GzipFile, chunk: int) -> int:
     """Read past the end of the current line, a chunk at a time; return how many bytes that was."""
     size = 0
     while True:

@@ -98,7 +98,8 @@ import re
 import shutil
 import subprocess
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from structret.errors import DataError
 from structret.records import CODE_SEARCH, MAX_FIELD_CHARS, QRELS_RANKING, Dataset, ItemRecord, Query, ReadStats
@@ -213,7 +214,7 @@ def _external(path: str, kind: str) -> Iterator[bytes]:
 
 def _lines(path: str) -> Iterator[bytes]:
     kind = _compression(path)
-    openers = {"gzip": gzip.open, "xz": lzma.open, "bzip2": bz2.open}
+    openers: dict[str | None, Callable[..., Any]] = {"gzip": gzip.open, "xz": lzma.open, "bzip2": bz2.open}
     if kind in ("lz4", "zstd"):
         yield from _external(path, kind)
         return
@@ -506,6 +507,7 @@ def _read_catalog(path: str, translations_option: str | None, limit: int | None,
         if limit is not None and stats.used >= limit:
             break
         if fields is None:
+            assert reason is not None  # iter_stanzas gives every broken stanza a reason
             stats.skip(where, reason)
             continue
         bad = _too_long(fields, max_chars)

@@ -191,7 +191,8 @@ def _item(row: dict, doc_id: str, categories: dict[tuple[str, str], list[str]] |
     bullets = [line.strip() for line in text("product_bullet_point").splitlines() if line.strip()]
     aspects = {name: [text(f"product_{name}")] if text(f"product_{name}") else [] for name in ("brand", "color")}
     if categories is not None:
-        levels = categories.get((row["product_locale"], _id(row["product_id"])), [])
+        # no id: no levels, as before ("" is no id either)
+        levels = categories.get((row["product_locale"], _id(row["product_id"]) or ""), [])
         for k in range(CATEGORY_LEVELS):
             aspects[f"category_{k + 1}"] = [levels[k]] if k < len(levels) else []
     return ItemRecord(
@@ -254,7 +255,7 @@ def _read_categories(
     return categories
 
 
-def _product_keys(file: str) -> set[tuple[str, str]]:
+def _product_keys(file: str) -> set[tuple[str, str | None]]:
     table = _read_table(file, ["product_locale", "product_id"])
     return {(loc, _id(pid)) for loc, pid in zip(table["product_locale"].to_pylist(), table["product_id"].to_pylist())}
 
@@ -313,8 +314,8 @@ def read(path: str, *, split: str | None = None, version: str = "small", locale:
             stats.leave_out("valid-split query" if split == "train" else "train-split query",
                             len(selected) - len(keep))
         selected = keep
-    wanted = {(row["product_locale"], _id(row["product_id"])) for _, row in selected}
-    wanted = {key for key in wanted if isinstance(key[0], str) and key[1] is not None}
+    keys = {(row["product_locale"], _id(row["product_id"])) for _, row in selected}
+    wanted = {(loc, pid) for loc, pid in keys if isinstance(loc, str) and pid is not None}
     products = _read_products(products_file, wanted)
     levels = None
     if categories is not None:
@@ -342,6 +343,7 @@ def read(path: str, *, split: str | None = None, version: str = "small", locale:
         ):
             reason, detail = bad.reason, bad.detail
         if reason is None:
+            assert qid is not None and pid is not None  # else a reason was set above
             doc_id = f"{row['product_locale']}/{pid}" if locale == "all" else pid
             if doc_id in qrels.get(qid, {}):
                 reason = "duplicate id"
@@ -349,6 +351,7 @@ def read(path: str, *, split: str | None = None, version: str = "small", locale:
             stats.skip(where, reason, detail)
             continue
         stats.use()
+        assert qid is not None and pid is not None  # a row without them has a reason and was skipped
         if doc_id not in corpus:
             corpus[doc_id] = _item(products[(row["product_locale"], pid)], doc_id, levels)
         queries.setdefault(qid, Query(id=qid, text=text.strip()))
@@ -377,7 +380,7 @@ def read_santa_pretrain(path: str, *, split: str | None = None, categories: str 
 
     stats = ReadStats(source=f"{SANTA_READER} {examples_file} (split={split}, version=large, locale=us, label=E)")
     selected = list(_select_examples(examples_file, split, "large", "us", stats, label="E"))
-    wanted = {("us", _id(row["product_id"])) for _, row in selected} - {("us", None)}
+    wanted = {("us", pid) for pid in (_id(row["product_id"]) for _, row in selected) if pid is not None}
     products = _read_products(products_file, wanted)
     levels = None
     if categories is not None:

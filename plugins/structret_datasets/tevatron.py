@@ -30,7 +30,7 @@ READER = "tevatron"
 def _passage(entry: Any) -> str | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
         return None
-    title = entry.get("title") if isinstance(entry.get("title"), str) else ""
+    title = given if isinstance(given := entry.get("title"), str) else ""
     text = f"{title} {entry['text']}".strip() if title.strip() else entry["text"].strip()
     return text or None
 

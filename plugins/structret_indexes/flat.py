@@ -142,6 +142,7 @@ class FlatIndex:
         if self.metric == "cosine":
             vectors = normalize_rows(vectors)
         if self._parts is not None:  # a loaded index: the saved rows stay where they are
+            assert self._origin is not None  # set with the parts by load
             saved = len(self._origin.segments) + 1
             added = self._count - self._origin.count
             self._tail = _appended(self._tail, added, vectors)
@@ -189,6 +190,7 @@ class FlatIndex:
     def _search_parts(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Each saved segment (and what was added since) searched where it lies, the best k of all kept:
         the ranking of one array (the same dot products, equal to float rounding; ties to the lower row)."""
+        assert self._parts is not None  # search calls this only for a loaded index's parts
         if self._subs is None or len(self._subs) != len(self._parts):
             subs = list(self._subs or [])
             for part in self._parts[len(subs):]:
@@ -203,9 +205,9 @@ class FlatIndex:
                 scores.append(found)
                 rows.append(at + offset)
             offset += sub._count
-        scores, rows = np.concatenate(scores, axis=1), np.concatenate(rows, axis=1)
-        order = np.lexsort((rows, -scores), axis=1)[:, :k]
-        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+        every, at_rows = np.concatenate(scores, axis=1), np.concatenate(rows, axis=1)
+        order = np.lexsort((at_rows, -every), axis=1)[:, :k]
+        return np.take_along_axis(every, order, axis=1), np.take_along_axis(at_rows, order, axis=1)
 
     def _search_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Scores and row positions [n, k] in self._vectors, best first, ties to the lower row."""

@@ -149,7 +149,8 @@ class USearchIndex:
         return scores, [[self._id_of[key] for key in row] for row in keys.tolist()]
 
     def _search_graph(self, graph: _Graph, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        graph.expansion_search = max(self.expansion_search, k)  # a beam narrower than k cannot return k
+        # a beam narrower than k cannot return k
+        graph.expansion_search = max(self.expansion_search, k)  # type: ignore[misc]  # usearch's setter: mypy misses it
         keys, distances, counts = self._search(graph, queries, k, exact=False)
         short = np.flatnonzero(counts < k)
         if len(short):
@@ -189,6 +190,7 @@ class USearchIndex:
         for n, (graph, source) in enumerate(kept):
             name = INDEX_FILE if n == 0 else f"{SEGMENTS_DIR}/{n:05d}.usearch"
             if source is not None and unchanged:
+                assert self._saved is not None  # unchanged says so
                 self._saved.link(source, tmp / name)
             else:
                 (tmp / name).parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class BM25Retriever:
             self._stopwords = frozenset(Tokenizer(stopwords=stopwords).stopwords or ())
         except ValueError as exc:
             raise ValueError(f"bm25: unknown stopwords {stopwords!r}; use a language code like 'en', None, or a list of words") from exc
-        self._model = None
+        self._model: Any = None  # bm25s.BM25 once fitted or loaded
         # what save() records, so that load() tokenizes queries exactly as the documents were
         self._options = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
                          "split_identifiers": split_identifiers}

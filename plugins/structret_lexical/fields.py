@@ -16,7 +16,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -102,8 +102,8 @@ class FieldBM25Retriever:
                  lowercase: bool = True, split_identifiers: bool = True):
         self.weights = self._parse_weights(weights)
         # every field's BM25 reads text alike (structret_lexical.bm25's options)
-        self._bm25_options = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
-                              "split_identifiers": split_identifiers}
+        self._bm25_options: dict[str, Any] = {"k1": k1, "b": b, "method": method, "stopwords": stopwords,
+                                              "lowercase": lowercase, "split_identifiers": split_identifiers}
         self._fields: dict[str, BM25Retriever | None] = {}
         self._n_docs = 0
 
@@ -131,6 +131,7 @@ class FieldBM25Retriever:
         if not docs:
             raise ValueError(f"{self.name}: cannot index an empty corpus; fit() needs at least one document")
         self._fields = {}
+        retriever: BM25Retriever | None
         for field, texts in self._field_texts(docs).items():
             if not self._weight(field):
                 continue
@@ -158,7 +159,8 @@ class FieldBM25Retriever:
         if isinstance(queries, str):
             raise TypeError(f"{self.name}: score() takes a sequence of queries, not a single string")
         scores = self.field_scores(queries, doc_indices)
-        return sum(self._weight(field) * rows for field, rows in scores.items()).astype(np.float32)
+        # an array, never sum()'s 0: a field weighs > 0 (parse_weights), so fit kept one
+        return cast(np.ndarray, sum(self._weight(field) * rows for field, rows in scores.items())).astype(np.float32)
 
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k per query: scores [nq, k'] best first and document indices, k' = min(k, n)."""

@@ -352,6 +352,8 @@ def span_corrupt(
         raise ValueError(
             f"{len(spans)} noise spans need {len(spans) + 1} sentinels (one closing), only {len(sentinel_ids)} given"
         )
+    source: list[np.ndarray | list[int]]  # slices of the ids and single tokens, joined at the end
+    target: list[np.ndarray | list[int]]
     source, target, pos = [], [], 0
     for i, (start, end) in enumerate(spans):
         source += [ids[pos:start], [sentinel_ids[i]]]

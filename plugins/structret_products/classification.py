@@ -62,7 +62,7 @@ class AspectClassification(ObjectiveDefaults):
 
     def setup(self, examples: Sequence[Any], backbone: Any) -> None:
         """The value vocabulary of every aspect, from the training items, and one head each."""
-        seen = {aspect: Counter() for aspect in self.aspects}
+        seen: dict[str, Counter[str]] = {aspect: Counter() for aspect in self.aspects}
         items = [e.record for e in examples if isinstance(e.record, ItemRecord)]
         if not items:
             raise ObjectiveError(f"{self.name}: the training data has no items with aspects (ItemRecord); "
@@ -120,6 +120,7 @@ class AspectClassification(ObjectiveDefaults):
             has = target.sum(-1) > 0
             if not has.any():
                 continue
+            assert self.module is not None  # setup made the heads with the values
             logits = self.module[_key(aspect)](self.features(backbone, vectors, aspect)[has].float())
             total = total + torch.nn.functional.cross_entropy(logits, target[has].to(logits.dtype), reduction="sum")
             pairs = pairs + has.sum()

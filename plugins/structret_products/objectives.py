@@ -66,7 +66,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -113,6 +113,10 @@ class Row:
         return sum(label != IGNORE for label in self.labels)
 
 
+@overload
+def _ratio(name: str, value: Any) -> float: ...
+@overload
+def _ratio(name: str, value: Any, *, allow_none: bool) -> float | None: ...
 def _ratio(name: str, value: Any, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
@@ -178,15 +182,16 @@ class _Layouts(ObjectiveDefaults):
         self.indicator_init = indicator_init
         self.lm_warmup_options = lm_warmup_options or LMWarmupOptions()  # structret.training.warmup
         try:
-            self.aspects = _check_aspects(aspects)
+            checked = _check_aspects(aspects)
             self.content_fields = _check_fields(content_fields)
         except PluginError as exc:  # the linearizer's checks, said as an objective
             raise ObjectiveError(f"{self.name}: {exc}") from None
-        if self.aspects is None:
+        if checked is None:
             raise ObjectiveError(
                 f"{self.name} needs a fixed aspects list (its indicator tokens are added to the tokenizer "
                 f"before training starts), e.g. aspects = [\"brand\", \"color\"]"
             )
+        self.aspects = checked
         self.content_mask_ratio = _ratio("content_mask_ratio", content_mask_ratio)
         self.query_mask_ratio = _ratio("query_mask_ratio", query_mask_ratio)
         self.counts: Counter = Counter()
@@ -401,7 +406,7 @@ class AspectMLM(_Layouts):
     def label_weights(self, rows: list[Row]) -> list[list[float]]:
         """1/n_mlm on masked mlm tokens, lambda/n_view on masked a2c and c2a tokens
         (``pooled``: 1/n and lambda/n with n = all masked tokens); 0 elsewhere."""
-        n = Counter()
+        n: Counter[str] = Counter()
         for row in rows:
             n[row.view] += row.masked
         total = sum(n.values())

@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import numpy as np
 import torch
@@ -169,7 +169,7 @@ class InformedTransformer:
         if query_encoder is not None and query_encoder not in QUERY_ENCODERS:
             raise ValueError(f"query_encoder={query_encoder!r}: choose one of {', '.join(QUERY_ENCODERS)}")
         # architecture options shape a fresh model only; a saved one keeps its own
-        architecture = {"dim": dim, "layers": layers, "heads": heads, "ffn_mult": ffn_mult,
+        architecture: dict[str, Any] = {"dim": dim, "layers": layers, "heads": heads, "ffn_mult": ffn_mult,
                         "max_length": max_length, "informed_layers": informed_layers, "dropout": dropout}
         if model is not None:
             directory = Path(model).expanduser()
@@ -227,7 +227,7 @@ class InformedTransformer:
         if strict is not None:  # the gold tree may be switched on or off for a trained head
             config.strict = strict
             for layer in self.model.layers:
-                layer.attention.strict = strict
+                cast(Layer, layer).attention.strict = strict  # a ModuleList's items are typed Module
         self.config = config
         self.dim = config.dim
         self.max_length = config.max_length

@@ -31,11 +31,11 @@ def train_bpe(texts: Iterable[str], *, vocab_size: int = 8000, language: str = "
     form the encoder reads), anything that does not parse as code as it is."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    linearizer = _linearizer(language, split_identifiers, linearizer)
+    plugin = _linearizer(language, split_identifiers, linearizer)
 
     def pieces() -> Iterable[str]:
         for text in texts:
-            sequence = linearizer.linearize(text)
+            sequence = plugin.linearize(text)
             yield " ".join(sequence.tokens) if sequence is not None else text
 
     bpe = Tokenizer(models.BPE())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from structret.errors import PluginError
 from structret.records import Entity, ItemRecord
@@ -37,6 +37,9 @@ _OFFLINE_HINT = (
 
 
 class _ReadsItems:
+    if TYPE_CHECKING:  # each extractor it is mixed into has it
+        def extract(self, text: str, language: str | None = None, title: str | None = None) -> list[Entity]: ...
+
     def extract_record(self, record: ItemRecord) -> list[Entity]:
         """Entities of ``record.content`` (spans into it), with ``record.title`` as the title."""
         return self.extract(record.content, title=record.title)

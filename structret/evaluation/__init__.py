@@ -122,10 +122,11 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
         from structret.retrieval import make_retriever
 
         label = system
-        system = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
+        retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
     else:
         label = type(system).__name__
-    row = evaluate_retriever(protocol, system, label, announce=show_progress)
+        retriever = system
+    row = evaluate_retriever(protocol, retriever, label, announce=show_progress)
     return {c: math.nan if row[c] is None else float(row[c]) for c in protocol.columns}
 
 

@@ -243,9 +243,9 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
                    cosines(encoder.encode(SAMPLE_DOCUMENTS, kind="document"), reference["document"]).min())
 
     timed = speed
-    lines, speed = [], {}
+    lines, speeds = [], {}
     if timed:
-        speed["torch"] = texts_per_second(lambda t: model.encode_document(t), SAMPLE_DOCUMENTS,
+        speeds["torch"] = texts_per_second(lambda t: model.encode_document(t), SAMPLE_DOCUMENTS,
                                           min_seconds=min_seconds)
     fp32 = OnnxEncoder(out, variant="fp32", threads=threads)
     found = worst(fp32)
@@ -255,7 +255,7 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
         raise ExportError(f"the ONNX fp32 graph gives vectors that differ from the run's (cosine "
                           f"{found:.6f} < {FP32_COSINE}), so nothing was written. Report this with the run's backbone.")
     if timed:
-        speed["onnx fp32"] = texts_per_second(lambda t: fp32.encode(t, kind="document"), SAMPLE_DOCUMENTS,
+        speeds["onnx fp32"] = texts_per_second(lambda t: fp32.encode(t, kind="document"), SAMPLE_DOCUMENTS,
                                               min_seconds=min_seconds)
     tried = []
     for level, what in INT8_LEVELS.items():
@@ -275,10 +275,10 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
     echo(lines[-1])
     if not timed:
         return lines
-    speed["onnx int8"] = texts_per_second(lambda t: int8.encode(t, kind="document"), SAMPLE_DOCUMENTS,
+    speeds["onnx int8"] = texts_per_second(lambda t: int8.encode(t, kind="document"), SAMPLE_DOCUMENTS,
                                           min_seconds=min_seconds)
     line = (f"speed on this CPU ({threads} threads, {len(SAMPLE_DOCUMENTS)} sample documents): "
-            + ", ".join(f"{k} {v:.1f} texts/s" for k, v in speed.items()))
+            + ", ".join(f"{k} {v:.1f} texts/s" for k, v in speeds.items()))
     echo(line)
     return lines + [line]
 

@@ -181,6 +181,7 @@ def _mine_shard_in_worker(job: Job, shard: Shard) -> None:
         # would still be mined one by one before the run could stop, so refuse them at once
         if _worker_interrupted:
             raise KeyboardInterrupt
+        assert _worker_miner is not None  # the pool's initializer set it
         mine_shard(job, shard, _worker_miner)
     finally:
         _worker_in_shard = False
@@ -284,7 +285,7 @@ def atomic_writer(path: Path, compresslevel: int = 9) -> Iterator[IO[str]]:
     try:
         with open(fd, "wb") as raw:
             with contextlib.ExitStack() as stack:
-                binary: IO[bytes] = raw
+                binary: IO[bytes] | gzip.GzipFile = raw
                 if path.name.endswith(".gz"):
                     # no file name and a zero mtime in the header: the same corpus, the same bytes
                     binary = stack.enter_context(

@@ -145,6 +145,7 @@ class Searcher:
                     self._turn.notify_all()
         if mine.error is not None:
             raise mine.error
+        assert mine.found is not None  # done, without an error
         notes = []
         if mine.k < k:  # clamped in its turn, to the index it was answered from
             notes.append(f"the index holds {mine.k} documents, so all of them are ranked (k={k} asked for).")
@@ -211,10 +212,12 @@ class Searcher:
             return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources)
         layout = (self._fields(hit.text) if self._fields is not None else None) or Layout(
             "", (), Span("text", 0, len(hit.text)))
+        entities: tuple[Entity, ...]
         entities, note = (), None
         if self.marker is not None:
             title = next((f for f in layout.fields if f.name == "title"), None)
             body = layout.body
+            assert body is not None  # read_layout always gives one (the whole text when nothing else fits)
             try:
                 entities = tuple(self.marker.entities(hit.text, body.start, body.end,
                                                       title=hit.text[title.start:title.end] if title else None))
@@ -265,6 +268,7 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
             raise PluginError(f"the {marker.name} extractor (chosen because {marker.reason}) cannot read the "
                               f"indexed texts: {exc}. Choose another with --extractor NAME (and --language "
                               f"LANG for one that reads several languages), or --extractor none.") from None
+    highlight: str | None
     if language:
         highlight = language
     elif marker is not None and marker.name == defaults.PYTHON_EXTRACTOR or looks_like_python(texts):

@@ -9,7 +9,7 @@ import difflib
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from structret import defaults
 from structret.suites.files import Suite, SuiteDataset, SuiteError
@@ -40,7 +40,9 @@ def _measure(runner: Runner, cell: Cell, data: DataSpec, seeds: int, split: str 
 def _mean(values: list[float | None]) -> float | None:
     if len(values) == 1:  # one seed: the value as it was measured
         return values[0]
-    return None if not values or any(v is None for v in values) else statistics.fmean(values)
+    if not values or any(v is None for v in values):
+        return None
+    return statistics.fmean([v for v in values if v is not None])
 
 
 def _seed_row(row: dict[str, Any], results: list[dict[str, Any]], per_seed: dict[str, list[float | None]]) -> None:
@@ -70,7 +72,7 @@ def _seed_texts(rows: list[dict[str, Any]], seeds: int) -> tuple[str, list[str]]
 
 
 def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | None = None, zero_shot: bool = False,
-                  settings: dict[str, str] | None = None, systems: list[str] = (), runner: Runner | None = None,
+                  settings: dict[str, str] | None = None, systems: Sequence[str] = (), runner: Runner | None = None,
                   backbone: str | None = None, seeds: int = 1) -> BenchTable:
     """Each recipe trained on each dataset's train split (then ``finetune``), scored on its test split;
     with ``seeds`` > 1 every trained row is trained that many times (its seed + 0, 1, ...) and each cell
@@ -109,12 +111,12 @@ def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | 
             results[(r, data.key)] = _measure(runner, cell, data, seeds)
     columns, notes = [], []
     for data in datas:
-        first = next(results[(r, data.key)][0] for r in range(len(rows)))
-        for metric in first["columns"]:
+        got0 = next(results[(r, data.key)][0] for r in range(len(rows)))
+        for metric in got0["columns"]:
             columns.append({"key": f"{data.key}|{metric}", "dataset": data.label, "metric": metric,
                             "kind": "measured", "header": f"{data.label}: {metric}"})
-        notes.append(f"{data.label}: {first['dataset']}, {first['protocol']} ("
-                     + ", ".join(f"{v} {k}" for k, v in first["sizes"].items()) + "). " + " ".join(first["notes"]))
+        notes.append(f"{data.label}: {got0['dataset']}, {got0['protocol']} ("
+                     + ", ".join(f"{v} {k}" for k, v in got0["sizes"].items()) + "). " + " ".join(got0["notes"]))
     table_rows = []
     for r, (label, _) in enumerate(rows):
         values, per_seed = {}, {}
@@ -159,7 +161,7 @@ def assign_data(suite: Suite, data: list[str]) -> dict[str, str]:
     return out
 
 
-def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, Any] | None = None,
+def suite_table(suite: Suite, data: Sequence[str] = (), *, data_options: dict[str, Any] | None = None,
                 settings: dict[str, str] | None = None, backbone: str | None = None,
                 runner: Runner | None = None, rows: list[str] | None = None, seeds: int = 1) -> BenchTable:
     """The paper's table: its rows and columns, the paper's numbers beside what is measured here;
@@ -202,6 +204,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     cells = []
     for row, d in todo:
         spec = specs[d.key]
+        assert spec is not None  # todo holds only the datasets with data
         pick = chosen_backbone(d, spec)
         recipe_name = row.recipe.get(d.key, "")
         own = pick or (resolve_recipe(recipe_name).backbone if recipe_name else d.backbone) or defaults.BACKBONE
@@ -223,13 +226,14 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
         # a variant changes the pretraining (a row without one: its only training)
         variants = [(v.label, dataclasses.replace(cell, pretrain=dict(v.set)) if recipe_name
                      else dataclasses.replace(cell, overrides={**overrides, **v.set})) for v in row.variants]
-        for _, one in variants or [("", cell)]:
-            runner.check(one, spec)
+        for _, variant in variants or [("", cell)]:
+            runner.check(variant, spec)
         cells.append((row, d, cell, variants))
     validated: dict[tuple[int, str], list[dict[str, Any]]] = {}
     chosen: dict[tuple[int, str], dict[str, Any]] = {}
     for i, (row, d, cell, variants) in enumerate(cells, 1):
         spec = specs[d.key]
+        assert spec is not None  # cells holds only the datasets with data
         at = (suite.rows.index(row), d.key)
         _progress(i, len(cells), f"{row.label}{f' [{row.block}]' if row.block else ''}", spec)
         if variants and spec.valid_split:
@@ -261,9 +265,11 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
             m = _selection_metric(d)
             columns.append({"key": f"{d.key}|{m.label}|valid", "dataset": d.label, "metric": m.label,
                             "kind": "valid", "header": f"{d.label} {m.label} — {spec.valid_split} split (selection)"})
-    table_rows = []
+    table_rows: list[dict[str, Any]] = []
     marks_used = False
     for row in selected:
+        values: dict[str, float | None]
+        seeded: list[dict[str, Any]]
         values, paper, marks, per_seed, seeded = {}, {}, [], {}, []
         for d in suite.datasets:
             got = measured.get((suite.rows.index(row), d.key))
@@ -301,7 +307,7 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
                            "system": {"recipe": row.recipe, "finetune": row.finetune, "set": row.set},
                            **({"chosen": picks} if picks else {})})
         _seed_row(table_rows[-1], seeded, per_seed)
-    standins = [f"{d.label} → {specs[d.key].label}" for d in suite.datasets if specs[d.key] and specs[d.key].standin]
+    standins = [f"{d.label} → {s.label}" for d in suite.datasets if (s := specs[d.key]) and s.standin]
     scale = "×100" if suite.scale == 100 else "as fractions"
     caption = (f"Scores {scale}. Paper: {suite.paper}, {suite.source}. Measured here: "
                + "; ".join(f"{d.label}: {settings_text[d.key]}" for d in suite.datasets) + ". "
@@ -317,16 +323,16 @@ def suite_table(suite: Suite, data: list[str] = (), *, data_options: dict[str, A
     if validated:
         notes.append("Selection: every row is also scored on the validation split; a row with variants is the "
                      "variant with the best validation mean, and only that variant is scored on the test split.")
-    for row in table_rows:
-        for key, pick in row.get("chosen", {}).items():
-            notes.append(f"{row['label']} ({key}), validation {pick['metric']} of every variant: "
+    for table_row in table_rows:
+        for key, pick in table_row.get("chosen", {}).items():
+            notes.append(f"{table_row['label']} ({key}), validation {pick['metric']} of every variant: "
                          + "; ".join(f"{v['label']} {spread(v['values'], suite.scale, suite.digits)}"
                                      for v in pick["variants"]) + f" → chosen: {pick['label']}.")
     for d in suite.datasets:
-        got = next((v[0] for (ri, k), v in measured.items() if k == d.key), None)
-        if got:
-            notes.append(f"{d.label} measured on {got['dataset']}: {got['protocol']} ("
-                         + ", ".join(f"{v} {k}" for k, v in got["sizes"].items()) + ").")
+        first = next((v[0] for (ri, k), v in measured.items() if k == d.key), None)
+        if first:
+            notes.append(f"{d.label} measured on {first['dataset']}: {first['protocol']} ("
+                         + ", ".join(f"{v} {k}" for k, v in first["sizes"].items()) + ").")
     return BenchTable(title=suite.title, caption=caption, columns=columns, rows=table_rows, notes=notes,
                       scale=suite.scale, digits=suite.digits)
 
@@ -347,7 +353,7 @@ def _choose(runner: Runner, variants: list[tuple[str, Cell]], d: SuiteDataset, s
         values = [_lookup(r, metric.measured) for r in results]
         if any(v is None for v in values):
             raise SuiteError(f"variant {label!r}: the validation split gives no {metric.measured!r} to choose by")
-        scored.append((statistics.fmean(values), label, cell, results, values))
+        scored.append((statistics.fmean([v for v in values if v is not None]), label, cell, results, values))
     best = max(scored, key=lambda x: x[0])  # ties: the first listed
     record = {"label": best[1], "metric": metric.label, "split": spec.valid_split,
               "variants": [{"label": label, "values": values} for _, label, _, _, values in scored]}

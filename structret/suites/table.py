@@ -80,7 +80,7 @@ class BenchTable:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        measured = [c for c in self.columns if c["kind"] == "measured"]
+        measured: list[dict[str, Any] | None] = [c for c in self.columns if c["kind"] == "measured"]
         paper_of = {(c["dataset"], c["metric"]): c for c in self.columns if c["kind"] == "paper"}
         panels = max(1, len(measured))
         labels = [r["label"] + (f" [{r['block']}]" if r.get("block") else "") for r in self.rows]

@@ -36,6 +36,7 @@ class Batches:
                 f"lower batch_size or add data."
             )
         self.total_steps = recipe.max_steps or recipe.epochs * self.steps_per_epoch
+        self._epoch_order: list[int]
         self._epoch, self._epoch_order = -1, []
 
     def _order(self, epoch: int) -> list[int]:

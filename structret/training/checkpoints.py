@@ -8,7 +8,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -81,7 +81,7 @@ def save_checkpoint(run: Path, recipe: Recipe, backbone: Any, optimizer: Any, sc
 def checkpoints(run: Path) -> list[Path]:
     """Complete checkpoints of a run, oldest first."""
     found = [p for p in run.glob("checkpoint-*") if CHECKPOINT.match(p.name) and (p / "trainer" / "state.json").is_file()]
-    return sorted(found, key=lambda p: int(CHECKPOINT.match(p.name).group(1)))
+    return sorted(found, key=lambda p: int(cast(re.Match, CHECKPOINT.match(p.name)).group(1)))  # matched above
 
 
 def saved_warmup_steps(checkpoint: Path) -> int:
@@ -90,7 +90,7 @@ def saved_warmup_steps(checkpoint: Path) -> int:
     return int(state.get("lm_warmup_steps", 0))
 
 
-def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: nn.Module | None = None,
+def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: nn.ModuleDict | None = None,
                        warmup: Any = None) -> int:
     """Restore what ``save_checkpoint`` wrote (the model is loaded by the backbone); return its step."""
     if heads is not None and len(heads.state_dict()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -77,7 +77,8 @@ def make_accelerator(recipe: Any) -> Any:
 def rng_state() -> dict[str, Any]:
     # JSON, not pickle: a checkpoint is data, and loading it must never run code
     version, internal, gauss = random.getstate()
-    np_state = np.random.get_state()
+    # legacy (the default): the tuple; numpy's stub types the call without arguments as the dict
+    np_state = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     return {
         "python": [version, list(internal), gauss],
         "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, cast
 
 import torch
 
@@ -107,7 +107,7 @@ def split(batch: dict[str, Any], size: int) -> list[dict[str, Any]]:
     if "label_weights" in batch.get("passage", {}):
         raise GradCacheError("this corruption objective normalises its loss over the whole batch (label_weights), "
                              "which chunks cannot split; run it with grad_cache_chunk = 0.")
-    chunks = []
+    chunks: list[dict[str, Any]] = []
     if "passage" in batch:
         for start in range(0, _count(batch["passage"]), size):
             chunks.append({k: _rows(batch[k], start, start + size, k)
@@ -126,6 +126,7 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
     chunks = split(batch, size)
 
     # 1. vectors, no graph; and how many tokens/rows each other loss counts
+    counts: dict[str, torch.Tensor]
     states, vectors, counts = [], [], {}
     with torch.no_grad(), _tallies_kept(train_step.objectives):
         for chunk in chunks:
@@ -148,7 +149,8 @@ def step(module: Any, batch: dict[str, Any], size: int, accelerator: Any) -> dic
         # the same world factor as TrainStep.forward: DDP averages the gradients over processes
         (weight / train_step.scale(objective.name) * world()[1] * loss).backward()
         logs[objective.name] = loss.detach()
-        grads = {side: iter(cached[side].grad.split([len(v) for s, v in vectors if s == side]))
+        # the loss read both sides, so both have a gradient
+        grads = {side: iter(cast(torch.Tensor, cached[side].grad).split([len(v) for s, v in vectors if s == side]))
                  for side in cached}
         kept = [next(grads[side]) for side, _ in vectors]
 

@@ -171,7 +171,7 @@ def train(recipe: Recipe, *, resume: bool = False,
                     if line.strip() and json.loads(line)["step"] <= start]
         metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
-    if start < head_steps:
+    if warm is not None and start < head_steps:  # head_steps > 0 only with a warm-up
         warm.begin(start, why, accelerator.is_main_process)
     elif warm is None and with_role(objectives, "corruption") and accelerator.is_main_process:
         print(f"lm warm-up: none ({why})", file=sys.stderr)
@@ -184,6 +184,7 @@ def train(recipe: Recipe, *, resume: bool = False,
         own_step = step if warming else step - head_steps  # warm-up step k trains on the batch of step k
         batch = _to(batches.local(own_step, rank, world), accelerator.device)
         if warming:
+            assert warm is not None  # head_steps > 0 only with a warm-up
             logs = warm.step(module, batch, accelerator, recipe.max_grad_norm)
         else:
             logs = forward_backward(module, batch, accelerator, recipe.grad_cache_chunk)
@@ -204,10 +205,11 @@ def train(recipe: Recipe, *, resume: bool = False,
             elapsed = time.perf_counter() - clock
             row = {"step": done, "phase": "lm-warmup" if warming else "train",
                    "epoch": own_step // batches.steps_per_epoch,
-                   "lr": warm.lr if warming else step_lr,
+                   "lr": warm.lr if warming and warm is not None else step_lr,
                    "loss": sums.pop("loss") / since, **{f"loss/{k}": s / since for k, s in sums.items()},
                    "examples_per_s": since * recipe.batch_size / elapsed}
             if warming and done == head_steps:
+                assert warm is not None
                 row["lm_warmup_seconds"] = warm.seconds()
             if accelerator.is_main_process:
                 with metrics.open("a", encoding="utf-8") as f:
@@ -221,6 +223,7 @@ def train(recipe: Recipe, *, resume: bool = False,
                             step_module.heads, warm)
             accelerator.wait_for_everyone()
         if warming and done == head_steps:
+            assert warm is not None
             warm.end(accelerator.is_main_process)
         if callback is not None:
             callback(done, values)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import torch
 from torch import nn
@@ -41,12 +41,12 @@ class TrainStep(nn.Module):
 
     def scale(self, name: str) -> torch.Tensor | float:
         """What ``name``'s loss is divided by before its weight applies (1 without loss_balance)."""
-        return self.heads[BALANCE].of(name) if BALANCE in self.heads else 1.0
+        return cast(LossScales, self.heads[BALANCE]).of(name) if BALANCE in self.heads else 1.0
 
     def note_losses(self, logs: dict[str, torch.Tensor]) -> None:
         """After a joint step: with loss_balance = initial, the first step's losses become the scales."""
         if BALANCE in self.heads:
-            self.heads[BALANCE].note(logs)
+            cast(LossScales, self.heads[BALANCE]).note(logs)
 
     def _encode(self, batch: dict[str, Any]) -> tuple[Any, Any, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
         """``(query vectors, passage vectors, {objective: (this process's mean loss, count)})``
@@ -54,6 +54,7 @@ class TrainStep(nn.Module):
         queries = passages = None
         parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         if "corrupted" in batch:  # contrastive_input = unmasked: the LM loss from its own forward first
+            assert self.corruption is not None  # only a corruption objective makes a corrupted batch
             _, lm_loss = self.backbone.train_forward(batch["corrupted"], batch["labels"])
             parts[self.corruption[0].name] = (lm_loss, _count(batch))
             passages = self.backbone.embed(batch["passage"], kind="document")  # last: auxiliaries read it
@@ -91,6 +92,7 @@ class TrainStep(nn.Module):
 
     def _lm_warmup(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """LM-head warm-up (structret.training.warmup): the corruption loss alone, unweighted."""
+        assert self.corruption is not None  # a warm-up is planned only with a corruption objective
         objective, _ = self.corruption
         _, size = world()
         _, lm_loss = self.backbone.train_forward(_lm_batch(batch), batch["labels"])
@@ -127,7 +129,8 @@ class TrainStep(nn.Module):
             check_contrastive_loss(objective, loss)
             logs[objective.name] = loss.detach()
             total = total + weight / self.scale(objective.name) * size * loss  # DDP averages over processes
-        logs["loss"] = sum(w / self.scale(o.name) * logs[o.name] for o, w in self.objectives)
+        # a run has at least one objective: a tensor, never sum()'s 0
+        logs["loss"] = cast(torch.Tensor, sum(w / self.scale(o.name) * logs[o.name] for o, w in self.objectives))
         return total, logs
 
 
@@ -137,6 +140,9 @@ BALANCE = "_loss_balance"  # its key among the heads; objective names are plugin
 class LossScales(nn.Module):
     """loss_balance = initial: each objective's loss at the first joint step (buffers, so they are
     checkpointed with the heads; set from the global logged values, so equal on every process)."""
+
+    scales: torch.Tensor  # the buffers registered in __init__
+    known: torch.Tensor
 
     def __init__(self, names: Sequence[str]):
         super().__init__()

@@ -126,7 +126,9 @@ def prepare(objectives: Sequence[tuple[Any, float]], backbone: Any, step_module:
     steps, why = planned_steps(objectives, backbone, saved)
     if not steps:
         return None, why
-    objective = with_role(objectives, "corruption")[0]
+    corruption = with_role(objectives, "corruption")
+    assert corruption is not None  # a run whose steps include a warm-up has a corruption objective
+    objective = corruption[0]
     options = optional("objective", objective, "lm_warmup_options")
     lister = optional("backbone", backbone, "lm_head_parameters")
     head = list(lister()) if lister is not None else []
