@@ -17,6 +17,8 @@ where it is declared, so a plugin author reads one file to learn what core calls
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
 
@@ -50,9 +52,7 @@ RULES: dict[str, str] = {
     "objective-name": "an objective's name is non-empty and made of letters, digits, '-' and '_' (a '.' breaks "
                       "torch's nn.ModuleDict, which keys the objectives' heads by name)",
     "objective-role": f"an objective's role is one of {', '.join(ROLES)}",
-    "objective-members": "an objective has name, role, needs, check, standalone, module, setup, targets, report "
-                         "and counts (inherit structret.plugin.ObjectiveDefaults for the optional ones), plus "
-                         "loss (contrastive, auxiliary) or corrupt (corruption)",
+    "objective-members": "",  # read off the Objective Protocols below
     "objective-check": "check(backbone) refuses a backbone it cannot train by raising structret.errors."
                        "ObjectiveError with a sentence for the user (any other exception is a bug in it)",
     "objective-needs": "an objective runs only on a backbone with at least one of the capabilities in its needs",
@@ -86,11 +86,12 @@ RULES: dict[str, str] = {
 def broken(kind: str, name: str, rule: str, detail: str = "") -> ContractError:
     """The error for ``kind`` ``name`` breaking ``rule``, naming the plugin that provides it."""
     who = ""
+    # the registry that made the plugin, looked up rather than imported: it imports this module for
+    # the contracts it checks plugins against, and a plugin made without it has no provenance to name
+    registry_module = sys.modules.get("structret.registry")
     try:
-        from structret.registry import get_registry
-
-        registry = get_registry()
-        if registry.has(kind, name):
+        registry = registry_module.get_registry() if registry_module is not None else None
+        if registry is not None and registry.has(kind, name):
             entry = registry.get(kind, name)
             who = f" (plugin '{entry.plugin}' from distribution '{entry.distribution}')"
     except Exception:  # the message matters more than the provenance
@@ -246,8 +247,27 @@ class ObjectiveDefaults:
         return dict(self.counts)
 
 
-_ROLE_MEMBERS = {"contrastive": ("loss",), "corruption": ("corrupt",), "auxiliary": ("loss",)}
-_MEMBERS = ("needs", "standalone", "module", "counts", "check", "setup", "targets", "report")
+def members(protocol: type) -> tuple[str, ...]:
+    """The members ``protocol`` declares (attributes and methods, its Protocol bases' first), in
+    the order written: the one list core checks a plugin against, so a contract is written once."""
+    found: list[str] = []
+    for klass in reversed(protocol.__mro__):
+        if not getattr(klass, "_is_protocol", False) or klass.__name__ in ("Protocol", "Generic"):
+            continue
+        declared = [*getattr(klass, "__annotations__", {}),
+                    *(name for name, value in vars(klass).items() if callable(value) or isinstance(value, property))]
+        found += [name for name in declared if name not in found and (not name.startswith("_") or name == "__len__")]
+    return tuple(found)
+
+
+_ROLES = {"contrastive": ContrastiveObjective, "corruption": CorruptionObjective, "auxiliary": AuxiliaryObjective}
+_ROLE_MEMBERS = {role: tuple(m for m in members(p) if m not in members(Objective)) for role, p in _ROLES.items()}
+_MEMBERS = tuple(m for m in members(Objective) if m not in ("name", "role"))
+_BY_MEMBER = {m: [r for r in _ROLES if _ROLE_MEMBERS[r] == (m,)] for m in dict.fromkeys(sum(_ROLE_MEMBERS.values(), ()))}
+RULES["objective-members"] = (
+    f"an objective has {', '.join(members(Objective))} (inherit structret.plugin.ObjectiveDefaults for the "
+    f"optional ones), plus " + " or ".join(f"{m} ({', '.join(roles)})" for m, roles in _BY_MEMBER.items()))
+
 
 
 def check_objective(objective: Any, name: str) -> None:
@@ -258,7 +278,7 @@ def check_objective(objective: Any, name: str) -> None:
     role = getattr(objective, "role", None)
     if role not in ROLES:
         raise broken("objective", name, "objective-role", f"its role is {role!r}")
-    missing = [m for m in ("check", *_MEMBERS, *_ROLE_MEMBERS[role]) if not hasattr(objective, m)]
+    missing = [m for m in (*_MEMBERS, *_ROLE_MEMBERS[role]) if not hasattr(objective, m)]
     if missing:
         raise broken("objective", name, "objective-members", f"it has no {', '.join(missing)}")
 
@@ -573,3 +593,24 @@ class EvaluationProtocol(Protocol):
     def query_texts(self) -> list[str]: ...
 
     def evaluate(self, retriever: Retriever) -> dict[str, Any]: ...
+
+
+# What a plugin of each kind is: core checks every object a factory returns against it (registry).
+# A dataset reader returns a structret.records.Dataset, whose fields are checked instead; an
+# objective is checked by the objective-* rules (check_objective), which say more.
+PROTOCOLS: dict[str, type] = {
+    "backbone": Backbone, "index": Index, "retriever": Retriever, "miner": Miner, "extractor": Extractor,
+    "linearizer": Linearizer, "protocol": EvaluationProtocol,
+}
+
+
+def shape(kind: str) -> tuple[str, ...]:
+    """What an object a ``kind`` factory returns must have: its contract's members, or for a
+    reader the fields a Dataset cannot do without (the registry checks each object it makes)."""
+    if kind == "dataset":
+        from structret.records import Dataset
+
+        return tuple(f.name for f in dataclasses.fields(Dataset)
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    protocol = PROTOCOLS.get(kind)
+    return members(protocol) if protocol is not None else ()

@@ -125,24 +125,15 @@ def register_objectives(register):
     """Register pretraining and fine-tuning objectives (``sda``, ``mep``, ...).
 
     Factory: ``objective(**options) -> Objective``, called with its options (the run's
-    ``[name]`` table, checked by the options model it registers). The object has
-    ``name``, ``role`` (``"contrastive"``, ``"corruption"`` or ``"auxiliary"``), ``needs``
-    (it runs on a backbone with any one of these capabilities) and ``check(backbone)``,
-    which raises ``structret.errors.ObjectiveError`` with a sentence saying why before
-    training starts. A contrastive objective implements ``loss(queries, passages)`` over
-    gathered vectors (each query's positive first, then its negatives); a corruption
-    objective implements ``corrupt(texts, records, backbone, *, max_length,
-    label_max_length, rngs)`` returning the passage batch with ``labels``, so one forward
-    yields both the passage vector and the LM loss; an auxiliary objective implements
-    ``loss(backbone, passage_batch, vectors, targets) -> (mean, count)`` from that same
-    passage forward (``parent-attention`` reads ``backbone.last_attention``;
-    ``aspect-class`` classifies ``vectors``). Optional: ``setup(examples, backbone)``
-    runs once before training (vocabularies from the training data), ``targets(records)``
-    builds an auxiliary objective's per-passage targets with each batch, and ``module``
-    (an ``nn.Module``) is trained and checkpointed with the backbone but not saved in the
-    model. ``--objective a+0.5*b`` sums the weighted losses; at most one contrastive and
-    one corruption objective per run. ``structret.contracts.Objective`` declares all of it;
-    inherit ``structret.contracts.ObjectiveDefaults`` for the optional members.
+    ``[name]`` table, checked by the options model it registers). What the object has is
+    declared once, by ``structret.contracts.Objective`` and its three role Protocols
+    (``ContrastiveObjective``, ``CorruptionObjective``, ``AuxiliaryObjective``): the registry
+    checks each objective it makes against them (rules ``objective-*``). In short: a
+    contrastive objective scores gathered query and passage vectors, a corruption objective
+    corrupts the passage batch for an LM loss on the same forward, an auxiliary objective
+    adds a loss on that forward. ``--objective a+0.5*b`` sums the weighted losses; at most
+    one contrastive and one corruption objective per run. Inherit
+    ``structret.plugin.ObjectiveDefaults`` for the optional members.
     """
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pluggy
 
-from structret import hookspecs
+from structret import contracts, hookspecs
 from structret.errors import PluginError, StructretError
 
 ENTRY_POINT_GROUP = "structret"
@@ -217,20 +217,6 @@ class Registry:
         return sorted(seen.values(), key=lambda e: (e.kind, e.name))
 
 
-# what an object of each kind must have (the hookspecs document the full shape)
-SHAPES: dict[str, tuple[str, ...]] = {
-    "dataset": ("corpus", "queries", "qrels", "stats"),
-    "backbone": ("name", "dim", "capabilities", "encode"),
-    "index": ("add", "search", "save"),
-    "retriever": ("fit", "score"),
-    "miner": ("extensions", "functions"),
-    "extractor": ("extract",),
-    "linearizer": ("linearize",),
-    "objective": ("name", "role", "check"),
-    "protocol": ("name", "columns", "notes", "sizes", "doc_texts", "bind", "query_texts", "evaluate"),
-}
-
-
 def plural(kind: str) -> str:
     return kind + ("es" if kind.endswith("x") else "s")
 
@@ -287,11 +273,15 @@ def _call(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: 
 
 
 def _checked(entry: PluginEntry, made: Any) -> Any:
-    missing = [attr for attr in SHAPES.get(entry.kind, ()) if not hasattr(made, attr)]
+    if entry.kind == "objective":  # its rules say more than a list of members
+        contracts.check_objective(made, entry.name)
+        return made
+    needs = contracts.shape(entry.kind)
+    missing = [attr for attr in needs if not hasattr(made, attr)]
     if missing:
         raise PluginError(f"{entry.what} (plugin '{entry.plugin}' from distribution '{entry.distribution}') "
                           f"returned {type(made).__name__}, which has no {', '.join(missing)}; {'an' if entry.kind[0] in 'aeiou' else 'a'} {entry.kind} needs "
-                          f"{', '.join(SHAPES[entry.kind])} (see register_{entry.kind}s in structret/hookspecs.py).")
+                          f"{', '.join(needs)} (structret/contracts.py declares them).")
     return made
 
 

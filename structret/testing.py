@@ -33,7 +33,6 @@ from structret.contracts import (
     check_entities,
     check_loss_mean,
     check_needs,
-    check_objective,
     run_check,
 )
 from structret.errors import ContractError, PluginError, StructretError
@@ -199,8 +198,7 @@ def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -
 
     from structret.training.examples import Example
 
-    objective = get_registry().create("objective", name, **options)
-    check_objective(objective, name)
+    objective = get_registry().create("objective", name, **options)  # the objective rules checked there
     if backbone is None:
         backbone = _backbone_for(objective, name)
     else:

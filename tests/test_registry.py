@@ -36,7 +36,8 @@ def test_every_hook_is_documented_and_has_a_kind():
 
 def test_every_kind_is_exercised_by_a_plugin_in_the_tests(make_plugin):
     # datasette-style: a hook nobody calls in a test is a hook that can silently break
-    probe = ("class Probe:\n    def __init__(self, **options):\n        self.options = options\n"
+    probe = ("class Probe:\n    name, role = 'probe', 'contrastive'  # an objective's rules read them at creation\n"
+             "    def __init__(self, **options):\n        self.options = options\n"
              "    def __getattr__(self, name):  # has every attribute any kind needs\n        return None\n")
     body = "\n".join(
         f"@hookimpl\ndef {hook}(register):\n    register('probe-{kind}', Probe, help='{kind} probe')\n"

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from structret.contracts import check_objective
 from structret.recipes import ObjectiveError, Recipe, parse_objectives
 from structret.registry import get_registry
 
 def build_objectives(recipe: Recipe) -> list[tuple[Any, float]]:
-    """The recipe's objectives, each with its options (the recipe's table for it)."""
+    """The recipe's objectives, each with its options (the recipe's table for it); the registry has
+    checked each against the objective rules (its name keys an nn.ModuleDict, its role picks what
+    the step calls)."""
     registry = get_registry()
     built = []
     for name, weight in parse_objectives(recipe.objective):
         objective = registry.create("objective", name, **recipe.options(registry.get("objective", name).name))
-        check_objective(objective, name)  # its name keys an nn.ModuleDict; its role picks what the step calls
         built.append((objective, weight))
     names = [o.name for o, _ in built]
     twice = sorted({n for n in names if names.count(n) > 1})
