@@ -20,26 +20,22 @@ def parse_data_spec(spec: str) -> tuple[str, str]:
     return fmt, path
 
 
-def parse_options(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """``key=value`` strings to a dict; ints, floats and true/false are converted."""
-    options: dict[str, Any] = {}
+def parse_pairs(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings to a dict of strings, a later key winning: the one parser of the
+    command line's options and settings. Values stay text: the options model of the plugin
+    they go to decides their types (``query_prefix=1`` is the text "1", ``limit=20`` the number)."""
+    found: dict[str, str] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise DataError(f"option '{pair}' is not key=value (for example: locale=us)")
-        options[key.strip().replace("-", "_")] = _convert(raw.strip())
-    return options
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DataError(f"option '{pair}' is not KEY=VALUE (for example: locale=us)")
+        found[key.strip()] = value.strip()
+    return found
 
 
-def _convert(raw: str) -> Any:
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
+def parse_options(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """A plugin's ``KEY=VALUE`` options (``parse_pairs``), dashes in keys read as underscores."""
+    return {key.replace("-", "_"): value for key, value in parse_pairs(pairs).items()}
 
 
 def load_dataset(spec: str, *, split: str | None = None, options: dict[str, Any] | None = None) -> Dataset:

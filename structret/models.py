@@ -118,7 +118,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     return open_model(None, str(name_or_path), options, verify=verify)
 
 
-def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None,
+def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | str | None = None,
                     **unknown: Any) -> Model:
     """A Model over a folder of ``structret export --format onnx``: onnxruntime and tokenizers, no torch."""
     from structret.errors import ModelLoadError
@@ -128,6 +128,10 @@ def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", thre
     if unknown:
         raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
                              f"not {', '.join(sorted(unknown))}; its other settings were fixed when it was exported.")
+    if isinstance(threads, str):  # --model-option threads=4
+        if not threads.strip().isdigit():
+            raise ModelLoadError(f"threads={threads!r}: give a whole number of threads for onnxruntime.")
+        threads = int(threads)
     encoder = OnnxEncoder(directory, variant=variant, threads=threads)
     # the export refuses runs with a text format, so records are read as their own text()
     return Model(encoder, backbone_name="onnx", model=str(directory), options={"variant": variant},

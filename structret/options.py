@@ -25,7 +25,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, TypeAdapter, ValidationError, create_model
 
 from structret.errors import PluginError
 
@@ -114,6 +114,17 @@ def from_signature(factory: Any, kind: str, name: str) -> type[BaseModel] | None
         fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
     return create_model(f"{name}-options", __config__=config, **fields)
+
+
+def convert(model: type[BaseModel], key: str, value: Any, *, what: str) -> Any:
+    """One option's ``value`` as ``model``'s field ``key`` types it (text from a command line becomes
+    the number or flag the field is), checked alone: the factory's other arguments may come
+    positionally. ``what`` names the plugin in errors."""
+    field = model.model_fields[key]
+    try:
+        return TypeAdapter(field.annotation if field.annotation is not None else Any).validate_python(value)
+    except ValidationError as exc:
+        raise PluginError(f"{what}: {key}={value!r}: {exc.errors()[0]['msg']}. Its options: {listing(model)}.") from None
 
 
 def validate(model: type[BaseModel], values: dict[str, Any], *, what: str) -> dict[str, Any]:

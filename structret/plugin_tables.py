@@ -14,7 +14,7 @@ import math
 import warnings
 from typing import AbstractSet, Any
 
-from structret.errors import ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError
+from structret.errors import DataError, ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError
 
 # settings that used to be core fields and are now plugin options: still read, with a warning
 SLOT_FIELDS = {"backbone_options": "backbone", "data_options": "dataset"}
@@ -23,14 +23,13 @@ SLOT_FIELDS = {"backbone_options": "backbone", "data_options": "dataset"}
 def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``--set FIELD=VALUE`` / ``--set PLUGIN.OPTION=VALUE`` pairs -> {key: value}, for
     ``resolve_recipe`` (which reads dashes in core fields; plugin names keep theirs)."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise RecipeError(f"--set {pair!r} is not FIELD=VALUE or PLUGIN.OPTION=VALUE "
-                              f"(for example --set lr=2e-5 or --set mep.extractor=tree-sitter)")
-        out[key.strip()] = value.strip()
-    return out
+    from structret.data import parse_pairs
+
+    try:
+        return parse_pairs(pairs)
+    except DataError as exc:
+        raise RecipeError(f"--set: {exc}; write FIELD=VALUE or PLUGIN.OPTION=VALUE (for example --set lr=2e-5 "
+                          f"or --set mep.extractor=tree-sitter)") from None
 
 
 def parse_options_field(text: str) -> dict[str, Any]:

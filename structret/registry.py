@@ -127,12 +127,15 @@ class PluginEntry:
     def validate_options(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` checked against the plugin's declared options, every option filled in. A plugin
         that declares none gets its keys checked against its factory's signature and its values
-        passed as given (its factory converts them, or takes ``**options`` and checks them itself)."""
+        converted by the signature's annotations (a factory taking ``**options`` checks them itself)."""
         from structret import options as opts
 
         if self.options is None:
             _bind(self, self.load(), (), values, partial=True)
-            return dict(values)
+            model = self.options_model()  # read off the signature: its annotations convert text
+            if model is None:  # **options: the plugin checks its own
+                return dict(values)
+            return {key: opts.convert(model, key, value, what=self.what) for key, value in values.items()}
         return opts.validate(self.options_model(), values, what=self.what)
 
 

@@ -279,7 +279,7 @@ def test_a_backbone_option_whose_value_holds_commas_is_one_option(tmp_path, tiny
     from structret.plugin_tables import parse_options_field
 
     assert parse_options_field("aspect_slots=section,use,max_length=32") == {"aspect_slots": "section,use",
-                                                                            "max_length": 32}
+                                                                            "max_length": "32"}
     result = CliRunner().invoke(cli, ["train", "--objective", "dr+aspect-predict", "--backbone", "hf-encoder",
                                       "--model", str(tiny_bert_dir), "--backbone-option", "aspect_slots=section,use",
                                       "--backbone-option", "max_length=32", "--data",

@@ -228,3 +228,14 @@ def test_listing_every_plugins_options_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]"]
+
+
+def test_command_line_options_stay_text_until_the_options_model_types_them():
+    """query_prefix=1 is the prefix "1" (a str option), max_length=32 the number (an int option), as --set gives them."""
+    from structret.data import parse_options
+    from structret.registry import get_registry
+
+    given = parse_options(["query_prefix=1", "max_length=32", "normalize=false"])
+    assert given == {"query_prefix": "1", "max_length": "32", "normalize": "false"}
+    checked = get_registry().get("backbone", "minilm").validate_options(given)
+    assert checked["query_prefix"] == "1" and checked["max_length"] == 32 and checked["normalize"] is False
