@@ -12,6 +12,7 @@ it load (and check) its own files.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import shutil
 from dataclasses import dataclass
@@ -33,6 +34,18 @@ FORMAT = 1
 
 class IndexInputError(StructretError, ValueError):
     """Vectors, ids or queries handed to an index do not fit it."""
+
+
+def check_k(k: Any) -> int:
+    """``k``, how many results a search asks for, as an int of at least 1: every index and the API
+    check it here, so it is refused with one message wherever it enters."""
+    try:
+        value = operator.index(k)  # an int or numpy integer; 2.5 or "5" is refused, not rounded
+    except TypeError:
+        raise IndexInputError(f"k is how many results to return, a whole number of at least 1; got {k!r}.") from None
+    if value < 1:
+        raise IndexInputError(f"k is how many results to return, a whole number of at least 1; got {k!r}.")
+    return value
 
 
 def check_metric(metric: str) -> str:

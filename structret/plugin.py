@@ -46,12 +46,12 @@ if TYPE_CHECKING:
     from structret.exporting.errors import require as require_modules
     from structret.onnx_encoder import OnnxEncoder
     from structret.exporting.onnx_graph import write_checked as write_checked_onnx
-    from structret.indexing import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_metric,
+    from structret.indexing import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_k, check_metric,
                                     check_removal, normalize_rows, read_ids, read_index_meta, write_ids)
     from structret.parents import NO_PARENT, gold_attention, parent_attention_loss, spread_parents
 
-_INDEXING = ("IndexInputError", "SavedFiles", "as_matrix", "base_meta", "check_ids", "check_metric", "check_removal",
-             "normalize_rows", "read_ids", "read_index_meta", "write_ids")
+_INDEXING = ("IndexInputError", "SavedFiles", "as_matrix", "base_meta", "check_ids", "check_k", "check_metric",
+             "check_removal", "normalize_rows", "read_ids", "read_index_meta", "write_ids")
 _PARENTS = ("NO_PARENT", "gold_attention", "parent_attention_loss", "spread_parents")
 _EXPORTING = ("ExportError", "OnnxEncoder", "require_modules", "write_checked_onnx")
 

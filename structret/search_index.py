@@ -128,6 +128,9 @@ class SearchIndex:
             self._check(model)
         if queries is None:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
+        from structret.indexing import check_k  # numpy: not at import time, see the module's top
+
+        check_k(k)  # before the queries are encoded
         single = isinstance(queries, str)
         texts = [queries] if isinstance(queries, str) else list(queries)
         hits = self.search_vectors(model.encode_query(texts), k, texts=texts)
@@ -137,6 +140,9 @@ class SearchIndex:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
         model): search without encoding, for callers that time or batch the encoding themselves.
         A hybrid index also needs the query ``texts`` (one per row) for its lexical side."""
+        from structret.indexing import check_k
+
+        k = check_k(k)
         texts_by_id = self.texts or {}
         if self.lexical is None:
             scores, ids = self.index.search(vectors, k)

@@ -219,7 +219,8 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(make):
     for queries, k, message in (
         (np.ones((1, DIM + 1)), 1, f"dimension {DIM + 1}"),
         (np.ones(DIM), 1, "2-d"),
-        (np.ones((1, DIM)), 0, "k must be at least 1"),
+        (np.ones((1, DIM)), 0, "a whole number of at least 1; got 0"),
+        (np.ones((1, DIM)), 2.5, "a whole number of at least 1; got 2.5"),  # refused, not rounded down
     ):
         with pytest.raises(ValueError, match=message):
             index.search(queries, k)

@@ -30,6 +30,7 @@ from structret.plugin import (
     as_matrix,
     base_meta,
     check_ids,
+    check_k,
     check_metric,
     check_removal,
     normalize_rows,
@@ -171,8 +172,7 @@ class FlatIndex:
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
         """Scores [n, k'] best first and their ids; k' = min(k, len(self)). Ties go to the earlier-added vector."""
-        if int(k) < 1:
-            raise IndexInputError(f"k must be at least 1, got {k}.")
+        k = check_k(k)
         queries = as_matrix(queries, self.dim, "queries")
         if self.metric == "cosine":
             queries = normalize_rows(queries)

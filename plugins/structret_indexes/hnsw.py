@@ -16,6 +16,7 @@ from structret.plugin import (
     as_matrix,
     base_meta,
     check_ids,
+    check_k,
     check_metric,
     check_removal,
     read_ids,
@@ -137,8 +138,7 @@ class HNSWIndex:
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
         """Scores [n, k'] best first and their ids; k' = min(k, len(self))."""
-        if int(k) < 1:
-            raise IndexInputError(f"k must be at least 1, got {k}.")
+        k = check_k(k)
         queries = as_matrix(queries, self.dim, "queries")
         k = min(int(k), len(self))
         if k == 0 or len(queries) == 0:

@@ -25,6 +25,7 @@ from structret.plugin import (
     as_matrix,
     base_meta,
     check_ids,
+    check_k,
     check_metric,
     normalize_rows,
     read_ids,
@@ -309,8 +310,7 @@ class MilvusIndex:
         Equal scores are ranked by insertion order, as in FlatIndex; which of several vectors
         tied at the k-th score make the cut is Milvus's choice.
         """
-        if int(k) < 1:
-            raise IndexInputError(f"k must be at least 1, got {k}.")
+        k = check_k(k)
         queries = as_matrix(queries, self.dim, "queries")
         if self.metric == "cosine":
             queries = normalize_rows(queries)

@@ -17,6 +17,7 @@ from structret.plugin import (
     as_matrix,
     base_meta,
     check_ids,
+    check_k,
     check_metric,
     check_removal,
     normalize_rows,
@@ -130,8 +131,7 @@ class USearchIndex:
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
         """Scores [n, k'] best first and their ids; k' = min(k, len(self))."""
-        if int(k) < 1:
-            raise IndexInputError(f"k must be at least 1, got {k}.")
+        k = check_k(k)
         queries = as_matrix(queries, self.dim, "queries")
         k = min(int(k), len(self))
         if k == 0 or len(queries) == 0:
