@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from structret import defaults
 from structret.errors import PluginError, StructretError
@@ -138,15 +138,60 @@ def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", thre
                  text_format=TextFormat(), recipe=encoder.meta.get("recipe") or {}, entities=encoder.meta.get("entities"))
 
 
-def open_model(backbone: str | None, model: str | None = None, options: dict[str, Any] | None = None, *,
-               verify: bool = True) -> Model:
+class TrainedModel(NamedTuple):
+    """A model ``structret train`` wrote, as its structret.json records it."""
+
+    backbone: str  # the registered backbone name
+    directory: str  # the model's own folder (a run's final/, or a checkpoint)
+    recipe: dict  # the run's resolved recipe
+    entities: dict  # language ('' for none) -> the extractor whose entities it learned (objectives' entity_extractors)
+
+
+def trained_model(path: str, *, verify: bool = True) -> TrainedModel | None:
+    """The model ``structret train`` wrote at ``path``: its run directory (the final model is
+    used) or any checkpoint in it; None otherwise.
+
+    The model's files must match its checksums.json (ArtifactError otherwise), unless
+    ``verify`` is False, which says so on stderr.
+    """
+    import json
+    from pathlib import Path
+
+    from structret.artifacts import CHECKSUMS_FILE, META_FILE, rebuild_hint, verify_checksums
+    from structret.errors import ArtifactError
+
+    directory = Path(path)
+    final = directory / "final"
+    if (final / META_FILE).is_file() or (final / CHECKSUMS_FILE).is_file():
+        directory = final
+    if not (directory / META_FILE).is_file() and not (directory / CHECKSUMS_FILE).is_file():
+        return None  # a model directory that structret train did not write, or a hub id
+    try:
+        meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None  # missing or damaged: verify_checksums says which
+    if isinstance(meta, dict) and not meta.get("backbone"):
+        return None  # another structret artifact (an index, embeddings), not a model
+    verify_checksums(directory, verify=verify)  # an incomplete or damaged copy of a model stops here, with a sentence
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{directory / META_FILE} is missing or damaged, so the backbone of the model in "
+                            f"{directory} is unknown. {rebuild_hint(directory)}.")
+    return TrainedModel(meta["backbone"], str(directory), meta.get("recipe") or {}, meta.get("entities") or {})
+
+
+def open_model(backbone: str | None, model: str | TrainedModel | None = None, options: dict[str, Any] | None = None,
+               *, verify: bool = True) -> Model:
     """``backbone`` (None: guessed from the model's config) with weights ``model``, which may be
-    a run of ``structret train``: then the run's backbone, weights and text format are used."""
+    a run of ``structret train`` (its path, or the TrainedModel ``trained_model`` found, so a run
+    checked once is not hashed again): then the run's backbone, weights and text format are used."""
     from structret.linearization import TextFormat
-    from structret.retrieval import trained_model
 
     options = dict(options or {})
-    trained = trained_model(model, verify=verify) if model else None
+    trained: TrainedModel | None
+    if isinstance(model, TrainedModel):
+        trained, model = model, model.directory
+    else:
+        trained = trained_model(model, verify=verify) if model else None
     recipe: dict[str, Any]
     weights: str | None
     entities: dict[str, str]

@@ -4,10 +4,11 @@ both fused (``bm25+minilm``, ``bm25+runs/x``: structret.fusion)."""
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 from structret.contracts import optional
 from structret.errors import PluginError
+from structret.models import open_model, trained_model
 from structret.registry import get_registry
 
 
@@ -181,47 +182,6 @@ class HybridRetriever:
         return fuse_scores(lexical, dense, self.fusion)
 
 
-class TrainedModel(NamedTuple):
-    """A model ``structret train`` wrote, as its structret.json records it."""
-
-    backbone: str  # the registered backbone name
-    directory: str  # the model's own folder (a run's final/, or a checkpoint)
-    recipe: dict  # the run's resolved recipe
-    entities: dict  # language ('' for none) -> the extractor whose entities it learned (objectives' entity_extractors)
-
-
-def trained_model(path: str, *, verify: bool = True) -> TrainedModel | None:
-    """The model ``structret train`` wrote at ``path``: its run directory (the final model is
-    used) or any checkpoint in it; None otherwise.
-
-    The model's files must match its checksums.json (ArtifactError otherwise), unless
-    ``verify`` is False, which says so on stderr.
-    """
-    import json
-    from pathlib import Path
-
-    from structret.artifacts import CHECKSUMS_FILE, META_FILE, rebuild_hint, verify_checksums
-    from structret.errors import ArtifactError
-
-    directory = Path(path)
-    final = directory / "final"
-    if (final / META_FILE).is_file() or (final / CHECKSUMS_FILE).is_file():
-        directory = final
-    if not (directory / META_FILE).is_file() and not (directory / CHECKSUMS_FILE).is_file():
-        return None  # a model directory that structret train did not write, or a hub id
-    try:
-        meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        meta = None  # missing or damaged: verify_checksums says which
-    if isinstance(meta, dict) and not meta.get("backbone"):
-        return None  # another structret artifact (an index, embeddings), not a model
-    verify_checksums(directory, verify=verify)  # an incomplete or damaged copy of a model stops here, with a sentence
-    if not isinstance(meta, dict):
-        raise ArtifactError(f"{directory / META_FILE} is missing or damaged, so the backbone of the model in "
-                            f"{directory} is unknown. {rebuild_hint(directory)}.")
-    return TrainedModel(meta["backbone"], str(directory), meta.get("recipe") or {}, meta.get("entities") or {})
-
-
 def resolve_system(name: str) -> tuple[str, Any]:
     """What a system name means, without building it: ``("retriever", name)``,
     ``("backbone", name)``, ``("run", trained_model(name))`` or, for ``LEXICAL+DENSE``,
@@ -271,14 +231,7 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
                           f"not '{name}'.")
     if kind == "retriever":
         return registry.create("retriever", name, **options)
-    if kind == "backbone":
-        if model is not None:
-            options["model"] = model
-        backbone = registry.create("backbone", name, **options)
-        return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, cache=cache)
-    from structret.linearization import TextFormat
-
-    backbone = registry.create("backbone", found[0], model=found[1], **options)
-    text_format = TextFormat.of_recipe(found[2])
-    return DenseRetriever(backbone, batch_size=batch_size, show_progress=show_progress, text_format=text_format,
-                          cache=cache)
+    # a backbone name (with model= weights) or a run: the one route to a model, the run verified once
+    dense = open_model(name, model, options) if kind == "backbone" else open_model(None, found, options)
+    return DenseRetriever(dense.backbone, batch_size=batch_size, show_progress=show_progress,
+                          text_format=dense.text_format, cache=cache)

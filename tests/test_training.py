@@ -570,7 +570,8 @@ def test_runs_that_cannot_start_say_why(tmp_path, tiny_bert_dir, csn_train):
 def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_registry):
     import shutil
 
-    from structret.retrieval import DenseRetriever, make_retriever, trained_model
+    from structret.models import trained_model
+    from structret.retrieval import DenseRetriever, make_retriever
 
     from structret.artifacts import write_checksums
 

@@ -74,7 +74,8 @@ def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None
     factories' signatures or options models). ``data``: FORMAT:PATH specs; ``model``: a run
     decides the backbone; ``systems``: what ``structret bench --system`` takes."""
     from structret.data import parse_data_spec
-    from structret.retrieval import resolve_system, trained_model
+    from structret.models import trained_model
+    from structret.retrieval import resolve_system
 
     registry = get_registry()
     formats = [parse_data_spec(spec)[0] for spec in data if spec]

@@ -24,18 +24,18 @@ FORMATS = ("sentence-transformers", "onnx")
 def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:
     """The structret ``Model`` of a run of ``structret train``, refused (ExportError saying why)
     unless an export can give the same vectors."""
-    from structret.models import open_model
-    from structret.retrieval import trained_model
+    from structret.models import open_model, trained_model
 
     path = Path(run)
     if not path.exists():
         raise ExportError(f"{path} does not exist; give the run directory 'structret train --out' wrote.")
-    if trained_model(str(path), verify=verify) is None:
+    trained = trained_model(str(path), verify=verify)
+    if trained is None:
         raise ExportError(f"{path} is not a run of 'structret train' (no final/structret.json or "
                           f"checksums.json in it); give the directory 'structret train --out' wrote, or one "
                           f"of its checkpoints.")
     # fp32: bf16 autocast (chosen on some CPUs) would make the reference vectors the export is checked against coarser
-    model = open_model(None, str(path), {"dtype": "fp32"}, verify=verify)
+    model = open_model(None, trained, {"dtype": "fp32"})  # checked once, above
     check_faithful(model, path)
     return model
 

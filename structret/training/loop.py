@@ -49,7 +49,7 @@ def create_backbone(recipe: Recipe, weights: str | Path | None = None, *, verify
     """The recipe's backbone with ``weights``, a checkpoint the caller has checked (resume), or
     else with ``recipe.model``, which may be a run directory or checkpoint: checked here, unless
     ``verify`` is False."""
-    from structret.retrieval import trained_model
+    from structret.models import trained_model
 
     model = str(weights) if weights is not None else recipe.model
     trained = trained_model(model, verify=verify) if model and weights is None else None
