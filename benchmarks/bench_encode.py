@@ -35,9 +35,9 @@ import torch
 
 
 def stdlib_functions(limit: int) -> list[str]:
-    from structret_code.python_miner import PythonMiner
+    from structret.registry import get_registry
 
-    miner = PythonMiner()
+    miner = get_registry().create("miner", "python")
     codes: list[str] = []
     for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
         try:

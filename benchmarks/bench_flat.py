@@ -33,7 +33,12 @@ def clustered(n: int, dim: int, seed: int) -> np.ndarray:
 
 def numpy_search(vectors: np.ndarray, queries: np.ndarray, k: int, chunk: int = 65536) -> np.ndarray:
     """What flat did before: numpy's product per 64 MB block of scores, argpartition, a sort per merge."""
-    from structret_indexes.flat import top_k
+
+    def top_k(scores: np.ndarray, k: int) -> np.ndarray:  # flat's old kernel: the k best columns, unordered
+        width = scores.shape[1]
+        if k >= width:
+            return np.broadcast_to(np.arange(width), scores.shape).copy()
+        return np.argpartition(scores, width - k, axis=1)[:, width - k :]
 
     step = max(1, (1 << 24) // chunk)
     out = []
@@ -57,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from structret import precision
-    from structret_indexes.flat import FlatIndex
+    from structret.registry import get_registry
 
     if args.vectors:
         with np.load(args.vectors) as data:
@@ -69,7 +74,7 @@ def main() -> None:
     ids = [str(i) for i in range(n)]
     native = any(getattr(torch.cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
                                                                           "_is_amx_tile_supported"))
-    indexes = {scoring: FlatIndex(dim, scoring=scoring) for scoring in (("fp32", "bf16") if native else ("fp32",))}
+    indexes = {scoring: get_registry().create("index", "flat", dim=dim, scoring=scoring) for scoring in (("fp32", "bf16") if native else ("fp32",))}
     for index in indexes.values():
         index.add(ids, docs)
     d, q = torch.from_numpy(docs), torch.from_numpy(queries)
@@ -102,7 +107,7 @@ def main() -> None:
               f"{roof / seconds:16.0%}")
     print(f"median of rounds: " + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in times.items()))
     print(f"flat scoring=bf16 and scoring=fp32 return the same ids: {same}; scoring=auto here: "
-          f"{'bf16' if FlatIndex(dim)._use_bf16() else 'fp32'}")
+          f"{'bf16' if precision.bf16_matmul_faster() else 'fp32'}")
     for scoring, index in indexes.items():
         one = queries[: args.one_by_one]
         start = time.perf_counter()

@@ -16,26 +16,30 @@ from pathlib import Path
 
 import pytest
 
-from structret_code.linearizers import dfs, dfs_parent, raw
-from structret_code.python_miner import PythonMiner
+from structret.registry import get_registry
+
+
+def linearizer(name: str, **options):
+    return get_registry().create("linearizer", name, **options)
+
 
 # the first modules of the standard library in name order: a fixed, varied sample
 N_FILES = 60
 ROUNDS = 3
 
 CASES = {
-    "raw": lambda: raw(),
-    "raw split": lambda: raw(split_identifiers=True),
-    "dfs": lambda: dfs(),
-    "dfs-parent": lambda: dfs_parent(),
-    "dfs tree-sitter": lambda: dfs(parser="tree-sitter"),
+    "raw": lambda: linearizer("raw"),
+    "raw split": lambda: linearizer("raw", split_identifiers=True),
+    "dfs": lambda: linearizer("dfs"),
+    "dfs-parent": lambda: linearizer("dfs-parent"),
+    "dfs tree-sitter": lambda: linearizer("dfs", parser="tree-sitter"),
 }
 
 
 @pytest.fixture(scope="module")
 def functions() -> list[str]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    miner = PythonMiner()
+    miner = get_registry().create("miner", "python")
     codes: list[str] = []
     for path in sorted(stdlib.glob("*.py"))[:N_FILES]:
         try:

@@ -47,9 +47,9 @@ WARMUP_STEPS = 3  # excluded from the timing: allocator and thread-pool warm-up
 
 def pairs(limit: int) -> list[tuple[str, str]]:
     """(docstring, code) of standard-library functions, as SANTA's SDA pairs."""
-    from structret_code.python_miner import PythonMiner
+    from structret.registry import get_registry
 
-    miner, found = PythonMiner(), []
+    miner, found = get_registry().create("miner", "python"), []
     for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
         try:
             functions = miner.functions(path.read_text(encoding="utf-8"), str(path))

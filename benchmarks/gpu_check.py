@@ -155,11 +155,11 @@ def stdlib_texts(limit: int) -> list[str]:
 def write_code_dataset(path: Path, limit: int) -> str:
     """Documented standard-library functions as a CodeSearchNet file, filtered and tokenized as
     ``structret mine`` does (the real published format, from a real local source); its spec."""
-    from structret_code.python_miner import PythonMiner
+    from structret.registry import get_registry
 
     from structret.mining.rules import docstring_summary, drop_rule, tokenize_docstring
 
-    miner, rows = PythonMiner(), []
+    miner, rows = get_registry().create("miner", "python"), []
     for source in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
         try:
             functions = miner.functions(source.read_text(encoding="utf-8"), str(source))
@@ -194,7 +194,7 @@ def encode_rows(device: str, texts: list[str], *, model: str | None, batch_size:
     A dtype that fails (to load, or to encode) is a failed row; the others are still timed."""
     import numpy as np
     from sentence_transformers import SentenceTransformer
-    from structret_backbones._loading import DTYPES
+    from structret.precision import CANDIDATES as DTYPES  # what dtype=auto chooses among
 
     from structret.exporting.checks import cosines
     from structret.registry import get_registry

@@ -46,9 +46,8 @@ def main() -> None:
     if measure not in protocol.columns:
         parser.error(f"--measure {measure}: the protocol measures {', '.join(protocol.columns)}")
     if args.retriever == "bm25-fields":
-        from structret_lexical.fields import FIELDS
-
-        retriever = get_registry().create("retriever", args.retriever, weights=",".join(f"{f}:1" for f in FIELDS))
+        fields = get_registry().create("retriever", args.retriever).weights  # every field it reads, by default weight
+        retriever = get_registry().create("retriever", args.retriever, weights=",".join(f"{f}:1" for f in fields))
         whole = "body"
     else:
         retriever = get_registry().create("retriever", args.retriever, weights="title:1,content:1,aspects:1")
