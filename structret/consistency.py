@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from structret.contracts import Retriever
 from structret.errors import StructretError
 from structret.negatives import report_path_for as report_path
 from structret.records import CodeRecord, Dataset
@@ -58,7 +59,7 @@ class ConsistencyReport:
         return "\n".join(lines)
 
 
-def own_ranks(retriever: Any, dataset: Dataset, *, within: str = "language", chunk: int = 512) -> dict[str, int]:
+def own_ranks(retriever: Retriever, dataset: Dataset, *, within: str = "language", chunk: int = 512) -> dict[str, int]:
     """For every aligned pair (query id, document id) of ``dataset``: the rank of its own
     document among the pool (its language's documents, or all), 1 + #{others scoring >= it}."""
     import numpy as np
@@ -94,7 +95,7 @@ def _language(record: Any) -> str:
     return record.language if isinstance(record, CodeRecord) else ""
 
 
-def filter_pairs(retriever: Any, dataset: Dataset, out: str | os.PathLike, *, k: int = 20, within: str = "language",
+def filter_pairs(retriever: Retriever, dataset: Dataset, out: str | os.PathLike, *, k: int = 20, within: str = "language",
                  teacher: str = "", partition: str = "train") -> ConsistencyReport:
     """Write the pairs of ``dataset`` that pass the filter to ``out`` (CodeSearchNet rows with
     ``partition``) and ``OUT.report.json``; ``retriever`` is the teacher (fit/score)."""

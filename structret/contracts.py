@@ -111,9 +111,9 @@ class Backbone(Protocol):
     dim: int
     capabilities: frozenset[str]  # "encoder", "seq2seq", "mlm", "structure-attention"
 
-    def encode(self, texts: Sequence[str], *, kind: Literal["query", "document"] = "document",
+    def encode(self, texts: Sequence[str], *, kind: str = "document",
                batch_size: int = 32, show_progress: bool = False) -> "np.ndarray":
-        """float32 matrix [len(texts), dim], row i for texts[i]."""
+        """float32 matrix [len(texts), dim], row i for texts[i]; ``kind`` is "query" or "document"."""
 
 
 class Tokenize(Protocol):
@@ -503,6 +503,7 @@ OPTIONAL: dict[str, dict[str, str]] = {
                               "encoder's, not a tied input embedding): all that LM-head warm-up trains",
         "text_prefixes": "{'query': str, 'document': str} put before each text; structret export writes them "
                          "as sentence-transformers prompts and into the ONNX export",
+        "source": "where its weights were loaded from (a folder or hub id); an ONNX export records it (default: name)",
         "pooled_encoder": "pooled_encoder() -> structret.records.PooledEncoder | str: its vectors as one encoder "
                           "forward and CLS or mean pooling, which structret export writes; a str says why its "
                           "vectors are not that (e.g. something else is fused in), and export refuses it saying so. "

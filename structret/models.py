@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from structret import defaults
+from structret.contracts import Backbone
 from structret.errors import PluginError, StructretError
 from structret.records import Query
 from structret.registry import get_registry
@@ -22,12 +23,12 @@ class Model:
     float32 matrix ``[n, dim]``, a single string (or record) a vector ``[dim]``.
     """
 
-    def __init__(self, backbone: Any, *, backbone_name: str, model: str | None = None,
+    def __init__(self, backbone: Backbone, *, backbone_name: str, model: str | None = None,
                  options: dict[str, Any] | None = None, text_format: Any = None, recipe: dict | None = None,
                  entities: dict[str, str] | None = None):
         from structret.linearization import TextFormat
 
-        self.backbone = backbone  # the plugin object (structret.contracts.Backbone)
+        self.backbone = backbone  # the plugin object
         self.backbone_name = backbone_name  # the registered name: minilm, hf-encoder, t5, ...
         self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
         self.options = dict(options or {})  # what went to the backbone factory besides model=

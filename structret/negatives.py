@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from structret import defaults
+from structret.contracts import Backbone
 from structret.errors import StructretError
 from structret.records import CodeRecord, Dataset, ItemRecord
 
@@ -139,7 +140,7 @@ def _judged_queries(dataset: Dataset) -> list[str]:
     return [q for q in dataset.queries if any(g > 0 for g in dataset.qrels.get(q, {}).values())]
 
 
-def rank_candidates(backbone: Any, dataset: Dataset, *, depth: int = 100, batch_size: int = 32,
+def rank_candidates(backbone: Backbone, dataset: Dataset, *, depth: int = 100, batch_size: int = 32,
                     index: str = defaults.INDEX, show_progress: bool = True) -> list[Candidates]:
     """Every judged query's top ``depth`` documents minus its positives, scored by ``backbone``.
 
@@ -308,7 +309,7 @@ def report_path_for(out: str | os.PathLike) -> str:
     return name + ".report.json"
 
 
-def mine_negatives(backbone: Any, dataset: Dataset, out: str | os.PathLike, *, depth: int = 100,
+def mine_negatives(backbone: Backbone, dataset: Dataset, out: str | os.PathLike, *, depth: int = 100,
                    keep: int = 30, seed: int = 0, batch_size: int = 32, index: str = defaults.INDEX,
                    show_progress: bool = True, filter: NegativeFilter | str | None = None,
                    judge: str | None = None, report: bool = True) -> NegativesReport:

@@ -36,6 +36,7 @@ class OnnxEncoder:
     """
 
     plugin_name = "onnx"
+    capabilities = frozenset({"encoder"})  # a backbone that encodes, and nothing else (contracts.Backbone)
 
     def __init__(self, directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None):
         import importlib.util

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from structret.contracts import optional
+from structret.contracts import Backbone, optional
 from structret.errors import PluginError
 from structret.models import open_model, trained_model
 from structret.registry import get_registry
@@ -18,7 +18,7 @@ _UNSET = object()
 class DenseRetriever:
     """A backbone used as a retriever: documents encoded once, scores are inner products."""
 
-    def __init__(self, backbone: Any, *, batch_size: int = 32, show_progress: bool = True,
+    def __init__(self, backbone: Backbone, *, batch_size: int = 32, show_progress: bool = True,
                  text_format: Any = None, cache: str | os.PathLike | None = None):
         self.backbone = backbone
         # where encoded vectors are kept between runs (structret.vector_cache); None: nowhere
@@ -43,12 +43,12 @@ class DenseRetriever:
         """What changes this retriever's numbers, for the bench table's notes."""
         b = self.backbone
         parts = [f"model {b.name}"]
-        if optional("backbone", b, "max_length"):
-            parts.append(f"max {b.max_length} tokens per query and document")
-        if optional("backbone", b, "pooling"):
-            parts.append(f"{b.pooling} pooling")
-        if optional("backbone", b, "normalize") is not None:
-            parts.append("unit vectors" if b.normalize else "raw vectors")
+        if max_length := optional("backbone", b, "max_length"):
+            parts.append(f"max {max_length} tokens per query and document")
+        if pooling := optional("backbone", b, "pooling"):
+            parts.append(f"{pooling} pooling")
+        if (normalize := optional("backbone", b, "normalize")) is not None:
+            parts.append("unit vectors" if normalize else "raw vectors")
         dtype = optional("backbone", b, "dtype", _UNSET)
         if dtype is not _UNSET:  # None is a value: fp32
             parts.append(f"{dtype or 'fp32'} encoding")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from structret import defaults
+from structret.contracts import Index, optional
 from structret.models import Model, open_model
 from structret.contracts import optional
 from structret.errors import StructretError
@@ -33,9 +34,9 @@ class SearchIndex:
     """An index plugin plus what searching it needs: the model whose vectors it holds (by
     name, loaded on first use) and the document texts."""
 
-    def __init__(self, index: Any, *, meta: dict[str, Any] | None = None, texts: dict[str, str] | None = None,
+    def __init__(self, index: Index, *, meta: dict[str, Any] | None = None, texts: dict[str, str] | None = None,
                  model: Model | None = None, verify: bool = True, path: str | os.PathLike | None = None):
-        self.index = index  # the plugin object (structret.contracts.Index)
+        self.index = index  # the plugin object
         # model, backbone, model_override: written to structret.json, read by 'structret search'
         self.meta = dict(meta or {})
         self.texts = texts  # id -> text, or None

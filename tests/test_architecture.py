@@ -430,6 +430,16 @@ def test_plugins_import_only_the_surface():
                        "(add a name to structret/plugin.py if a plugin needs it):\n" + "\n".join(found))
 
 
+def test_benchmarks_reach_plugins_by_name():
+    """A benchmark times what a user runs: plugins made through the registry, not their internals."""
+    found = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        module = Module(path.stem, path, path.relative_to(ROOT).as_posix(), False)
+        found += [f"{module.rel}:{imp.line}: imports {imp.target}" for imp in imports_of(module)
+                  if _PLUGIN_PACKAGE.fullmatch(imp.target.split(".")[0])]
+    assert not found, "create plugins with get_registry().create(kind, name):\n" + "\n".join(found)
+
+
 def test_every_package_is_seen():
     modules = all_modules()
     for name in ("structret.cli", "structret_code.treesitter", "structret_objectives.masking", "structret_identifiers"):

@@ -97,7 +97,8 @@ def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, sh
     from structret.contracts import optional
     from structret.indexing import IndexInputError
 
-    if remove and optional("index", found.index, "remove") is None:
+    remove_ids = optional("index", found.index, "remove")
+    if remove and remove_ids is None:
         raise StructretError(
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
             f"that can (flat, hnsw, usearch; 'structret plugins --kind index'), or rebuild it without those documents."
@@ -109,7 +110,7 @@ def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, sh
                              f"and {add} has none for some; add a FORMAT:PATH dataset, or an encode folder with "
                              f"texts.")
     if remove:
-        found.index.remove(remove)  # checks every id first: an unknown one raises and changes nothing
+        remove_ids(remove)  # checks every id first: an unknown one raises and changes nothing
         if found.texts is not None:
             for i in remove:
                 found.texts.pop(i, None)

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from structret.contracts import TrainableBackbone, optional
 from structret.contracts import optional
 from structret.exporting.card import model_card
 from structret.exporting.faithful import check_faithful
@@ -66,19 +67,20 @@ def pooled_module(parts: PooledEncoder) -> Any:
     return Pooled().eval()
 
 
-def export_graph(backbone: Any, path: Path, *, fused: bool = True) -> None:
+def export_graph(backbone: TrainableBackbone, path: Path, *, fused: bool = True) -> None:
     """The backbone's pooled encoder as ONNX at ``path``; ``fused``: eager attention and fuse_graph
     (unfused: as exported)."""
     import torch
 
-    sample = backbone.tokenize(["def f(x): return x", "a longer text to give the batch two lengths"], kind="document")
-    # what the model's forward accepts and its tokenizer gives: some tokenizers give no token_type_ids
     parts = optional("backbone", backbone, "pooled_encoder")()  # check_faithful has said it is a PooledEncoder
+    sample = backbone.tokenize(["def f(x): return x", "a longer text to give the batch two lengths"], kind="document",
+                               max_length=parts.max_length)
+    # what the model's forward accepts and its tokenizer gives: some tokenizers give no token_type_ids
     model = parts.module
     accepted = inspect.signature(model.forward).parameters
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted and n in sample]
     args = tuple(sample[n] for n in names)
-    axes = {n: {0: "batch", 1: "tokens"} for n in names}
+    axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
     # SDPA attention exports as Softmax then Where(IsNaN(..)) over every [batch, heads, tokens, tokens]
     # score tensor, which onnxruntime cannot fuse: on MiniLM those two took 20% of the fp32 graph's time
     # and 34% of the int8 one's. Eager attention is the same arithmetic and fuses (fuse_graph below).
@@ -289,7 +291,7 @@ def _record_int8_level(out: Path, level: str) -> None:
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
-def write_checked(backbone: Any, backbone_name: str, where: Path, *, echo: Callable[[str], None]) -> None:
+def write_checked(backbone: TrainableBackbone, backbone_name: str, where: Path, *, echo: Callable[[str], None]) -> None:
     """``where`` as ``structret export --format onnx`` writes it for ``backbone``'s current weights,
     checked against them (cosines only, no speed): what a backbone's ``runtime="onnx"`` encodes
     with. ExportError when the backbone's vectors cannot be exported faithfully."""
@@ -299,6 +301,6 @@ def write_checked(backbone: Any, backbone_name: str, where: Path, *, echo: Calla
     model = Model(backbone, backbone_name=backbone_name)
     check_faithful(model, where)
     with atomic_dir(where) as tmp:
-        write_graphs(model, tmp, source=backbone.source)
+        write_graphs(model, tmp, source=str(optional("backbone", backbone, "source", backbone.name)))
         for line in check_onnx(model, tmp, echo=echo, speed=False):
             echo(line)

@@ -20,6 +20,7 @@ from itertools import islice
 from typing import Any, Iterable
 
 from structret import defaults
+from structret.contracts import Extractor
 from structret.errors import PluginError
 from structret.records import Entity
 from structret.registry import get_registry
@@ -36,7 +37,7 @@ class Marker:
     """An extractor and how to call it on hit texts; ``reason`` says why it was chosen."""
 
     name: str
-    extractor: Any
+    extractor: Extractor
     language: str | None
     reason: str
 

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
+from structret.contracts import Objective, TrainableBackbone
 from structret.contracts import check_corrupted, optional
 from structret.errors import TrainingError
 from structret.recipes import Recipe
@@ -14,7 +15,7 @@ from structret.training.examples import Example
 from structret.training.objectives import with_role
 
 
-def _tokenize(backbone: Any, texts: list[str], kind: str, max_length: int) -> dict[str, torch.Tensor]:
+def _tokenize(backbone: TrainableBackbone, texts: list[str], kind: str, max_length: int) -> dict[str, torch.Tensor]:
     # the backbone's own tokenization (prefixes, linearization, parents), as encode() uses it
     return dict(backbone.tokenize(texts, kind=kind, max_length=max_length))
 
@@ -22,7 +23,7 @@ def _tokenize(backbone: Any, texts: list[str], kind: str, max_length: int) -> di
 class Batches:
     """Which examples each step trains on, and their tokenized (or corrupted) batch."""
 
-    def __init__(self, examples: list[Example], recipe: Recipe, backbone: Any, objectives: Sequence[tuple[Any, float]]):
+    def __init__(self, examples: list[Example], recipe: Recipe, backbone: TrainableBackbone, objectives: Sequence[tuple[Objective, float]]):
         self.examples, self.recipe, self.backbone = examples, recipe, backbone
         self.contrastive = with_role(objectives, "contrastive") is not None
         # auxiliary objectives may build per-passage targets from the records (aspect classes)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from structret.artifacts import atomic_dir, write_meta
+from structret.contracts import TrainableBackbone
 from structret.errors import TrainingError
 from structret.recipes import Recipe, changed_settings, read_recipe
 from structret.training.distributed import all_rng_states, set_rng_state, world
@@ -24,7 +25,7 @@ RESUMABLE_CHANGES = {"name", "description", "reproduces", "output", "log_every",
                      "keep_checkpoints"}
 
 
-def model_meta(recipe: Recipe, backbone: Any, base_model: str, step: int) -> dict[str, Any]:
+def model_meta(recipe: Recipe, backbone: TrainableBackbone, base_model: str, step: int) -> dict[str, Any]:
     """``structret.json`` of a saved model: enough to load it again and to know what made it."""
     return {
         "kind": "model",
@@ -39,7 +40,7 @@ def model_meta(recipe: Recipe, backbone: Any, base_model: str, step: int) -> dic
     }
 
 
-def save_model(directory: Path, backbone: Any, meta: dict[str, Any]) -> None:
+def save_model(directory: Path, backbone: TrainableBackbone, meta: dict[str, Any]) -> None:
     """The trained model alone: loadable by the backbone (``--backbone B --model DIR``) and transformers."""
     with atomic_dir(directory) as tmp:
         backbone.save_pretrained(tmp)
@@ -49,7 +50,7 @@ def save_model(directory: Path, backbone: Any, meta: dict[str, Any]) -> None:
 HEADS_FILE = "objective_heads.safetensors"
 
 
-def save_checkpoint(run: Path, recipe: Recipe, backbone: Any, optimizer: Any, scheduler: Any,
+def save_checkpoint(run: Path, recipe: Recipe, backbone: TrainableBackbone, optimizer: Any, scheduler: Any,
                     meta: dict[str, Any], is_main: bool, heads: nn.Module | None = None, warmup: Any = None) -> None:
     """``run/checkpoint-STEP``: the model, optimizer and schedule, the objectives' ``heads``,
     the LM-head ``warmup`` (structret.training.warmup.LMWarmup: its steps and optimizer) and

@@ -7,6 +7,7 @@ from typing import Any, Sequence, cast
 import torch
 from torch import nn
 
+from structret.contracts import AuxiliaryObjective, Objective, TrainableBackbone
 from structret.training.gradcache import step as cached_step
 from structret.contracts import check_auxiliary_loss, check_contrastive_loss
 from structret.training.distributed import all_sum, gather, world
@@ -23,14 +24,16 @@ class TrainStep(nn.Module):
     counts, ``mode="replay"`` a loss whose gradient is the chunk's part of the step's.
     """
 
-    def __init__(self, backbone: Any, objectives: Sequence[tuple[Any, float]], loss_balance: str = "none"):
+    def __init__(self, backbone: TrainableBackbone, objectives: Sequence[tuple[Objective, float]],
+                 loss_balance: str = "none"):
         super().__init__()
         self.backbone = backbone
         self.net = backbone.training_module  # registers every trainable parameter
         self.objectives = list(objectives)
         self.contrastive = with_role(objectives, "contrastive")
         self.corruption = with_role(objectives, "corruption")
-        self.auxiliary = [(o, w) for o, w in objectives if o.role == "auxiliary"]
+        # the role says which Protocol an objective keeps (contracts: rule objective-role, checked when made)
+        self.auxiliary = [(cast(AuxiliaryObjective, o), w) for o, w in objectives if o.role == "auxiliary"]
         # objectives' own trainable parts (classification heads): trained, synced and
         # checkpointed with the backbone, but not part of the saved model
         self.heads = nn.ModuleDict({o.name: o.module for o, _ in objectives if isinstance(o.module, nn.Module)})
@@ -56,14 +59,17 @@ class TrainStep(nn.Module):
         if "corrupted" in batch:  # contrastive_input = unmasked: the LM loss from its own forward first
             assert self.corruption is not None  # only a corruption objective makes a corrupted batch
             _, lm_loss = self.backbone.train_forward(batch["corrupted"], batch["labels"])
+            assert lm_loss is not None  # given labels, train_forward gives the LM loss (TrainableBackbone)
             parts[self.corruption[0].name] = (lm_loss, _count(batch))
             passages = self.backbone.embed(batch["passage"], kind="document")  # last: auxiliaries read it
         elif "passage" in batch:
             labels = batch.get("labels")
             passages, lm_loss = self.backbone.train_forward(batch["passage"], labels)  # the one passage forward
             if self.corruption is not None:
+                assert lm_loss is not None  # a corruption objective's batch has labels
                 parts[self.corruption[0].name] = (lm_loss, _count(batch))
         if "passage" in batch:
+            assert passages is not None  # both branches above encode a passage batch
             for objective, _ in self.auxiliary:
                 targets = batch.get("targets", {}).get(objective.name)
                 parts[objective.name] = check_auxiliary_loss(
@@ -96,6 +102,7 @@ class TrainStep(nn.Module):
         objective, _ = self.corruption
         _, size = world()
         _, lm_loss = self.backbone.train_forward(_lm_batch(batch), batch["labels"])
+        assert lm_loss is not None  # given labels, train_forward gives the LM loss
         count = _count(batch)
         # as in _shares; a mean of nothing is nan, and the frozen encoder leaves no other graph
         share = (lm_loss * (count / all_sum(count).clamp(min=1)) if count > 0

@@ -43,6 +43,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from structret.contracts import Objective, TrainableBackbone
 from structret.contracts import optional
 from structret.errors import TrainingError
 from structret.training.objectives import with_role
@@ -102,7 +103,7 @@ class LMWarmup:
         return logs
 
 
-def planned_steps(objectives: Sequence[tuple[Any, float]], backbone: Any, saved: int | None) -> tuple[int, str]:
+def planned_steps(objectives: Sequence[tuple[Objective, float]], backbone: TrainableBackbone, saved: int | None) -> tuple[int, str]:
     """``(steps, why)``: how many warm-up steps this run has. ``saved``: what the checkpoint a
     run resumes from recorded (it wins: ``auto`` would now find the checkpoint's head)."""
     corruption = with_role(objectives, "corruption")
@@ -119,7 +120,7 @@ def planned_steps(objectives: Sequence[tuple[Any, float]], backbone: Any, saved:
     return 0, "lm_warmup = auto: the checkpoint has its LM head"
 
 
-def prepare(objectives: Sequence[tuple[Any, float]], backbone: Any, step_module: nn.Module,
+def prepare(objectives: Sequence[tuple[Objective, float]], backbone: TrainableBackbone, step_module: nn.Module,
             weight_decay: float, saved: int | None) -> tuple[LMWarmup | None, str]:
     """The run's warm-up (None: none) and why; call after the run's optimizer is built, with
     every trainable parameter still trainable."""
