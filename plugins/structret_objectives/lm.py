@@ -104,11 +104,7 @@ class EntityMasking(ObjectiveDefaults):
 
     def check(self, backbone: Any) -> None:
         variant = _variant(self.name, backbone)
-        _check_tokenizer(self.name, variant, backbone)
-        if self.extractor != "auto":
-            from structret.plugin import get_registry
-
-            get_registry().get("extractor", self.extractor)  # unknown: names the known ones
+        _check_tokenizer(self.name, variant, backbone)  # the extractor's name: checked by its options model
 
     def extractor_for(self, record: Any) -> str:
         if self.extractor != "auto":
