@@ -134,7 +134,6 @@ class SearchIndex:
             self._check(model)
         if queries is None:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
-        # numpy: kept out of import structret.api
         from structret.indexing import check_k  # numpy: not at import time, see the module's top
 
         check_k(k)  # before the queries are encoded

@@ -12,7 +12,7 @@ def _pyplot():
     import matplotlib  # matplotlib: loaded to draw, kept out of import structret.api
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"), which pyplot reads when imported; not by import structret.api
+    import matplotlib.pyplot as plt  # matplotlib: after use("Agg"), which pyplot reads when imported
 
     return plt
 

@@ -78,7 +78,7 @@ class BenchTable:
         import matplotlib  # matplotlib: loaded to draw, not by import structret.suites
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # after use("Agg"), which pyplot reads when imported
+        import matplotlib.pyplot as plt  # matplotlib: after use("Agg"), which pyplot reads when imported
 
         measured: list[dict[str, Any] | None] = [c for c in self.columns if c["kind"] == "measured"]
         paper_of = {(c["dataset"], c["metric"]): c for c in self.columns if c["kind"] == "paper"}
