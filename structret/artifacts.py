@@ -12,6 +12,7 @@ import contextvars
 import ctypes
 import errno
 import glob
+import hashlib
 import json
 import os
 import re
@@ -124,8 +125,6 @@ def _alive(pid: int) -> bool:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
-
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -379,8 +378,6 @@ def _stat(path: Path) -> list[int]:
 
 
 def _stamp_path(directory: Path, manifest: bytes) -> Path:
-    import hashlib
-
     key = hashlib.sha256(str(directory.resolve()).encode() + b"\0" + manifest).hexdigest()
     return cache_dir() / STAMPS / f"{key[:32]}.json"
 

@@ -14,17 +14,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structret import defaults
+from structret import defaults, retrieval
 from structret.artifacts import cache_dir
 from structret.contracts import optional
-from structret.evaluation import evaluate_retriever, make_protocol
+from structret.data import load_dataset
+from structret.evaluation import evaluate_retriever, make_protocol, tune_fusion
+from structret.fusion import parse
+from structret.mining import mine
 from structret.records import Dataset
+from structret.retrieval import DenseRetriever, HybridRetriever
 
 
 def stdlib_path() -> Path:
     """The installed Python standard library mined into CodeSearchNet rows (mined once, cached)."""
-    from structret.mining import mine
-
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     out = cache_dir() / f"stdlib-python{version}.jsonl.gz"
     if not out.exists():
@@ -45,8 +47,6 @@ def default_dataset(split: str | None = None) -> Dataset:
     the test split alone (about 400 functions) is too small for CodeSearchNet's
     1000-pair batches.
     """
-    from structret.data import load_dataset
-
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     out = stdlib_path()
     dataset = load_dataset(f"codesearchnet:{out}", split=split)
@@ -100,16 +100,12 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
     Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse), or by the
     fusion that scores best on ``tune`` (a validation split of the same data) by ``tune_measure``
     (default: the protocol's first measure, ties broken by the next), recorded in the row."""
-    from structret.evaluation import tune_fusion
-    from structret.fusion import parse
-    from structret.retrieval import DenseRetriever, HybridRetriever, make_retriever
-
     protocol = make_protocol(dataset, limit)
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
-        retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress,
-                                   cache=cache_dir() if vector_cache else None)
+        retriever = retrieval.make_retriever(system, batch_size=batch_size, show_progress=show_progress,
+                                             cache=cache_dir() if vector_cache else None)
         tuning = None
         if isinstance(retriever, HybridRetriever):
             retriever.fusion = parse(fusion)

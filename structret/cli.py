@@ -11,8 +11,10 @@ transformers, tree-sitter and friends are imported inside the calls that need th
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import traceback
 import warnings
 
 import click
@@ -57,8 +59,6 @@ class _Group(click.Group):
 
 def unexpected(exc: BaseException) -> str:
     """One line for an exception no check anticipated: whose code raised it, what, and how to see more."""
-    import traceback
-
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {where.filename}:{where.lineno}" if where else ""
     found = api.plugin_of_error(exc)
@@ -257,8 +257,6 @@ def _fusion_options(which: str, after_tuning: str) -> list:
 def _no_verify(command):
     """--no-verify for a command that loads artifacts through the library (runs named by --model or
     --system, indexes, embedding folders): each is used unchecked, and says so on stderr."""
-    import functools
-
     @click.option("--no-verify", is_flag=True,
                   help="Use runs, indexes and embeddings even if their files do not match their checksums.json "
                        "(or it is missing); a warning on stderr names each one not checked. Results may be wrong.")
@@ -479,8 +477,6 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
 
 def _update(out, add, remove, split, batch_size, verify):
     """``structret index --add/--remove``: the ids to remove (``@FILE``: one a line), then update_index."""
-    import os
-
     if not os.path.isdir(out):
         raise StructretError(f"--add/--remove update an existing index, and {out} is not a folder; build one first "
                              f"with 'structret index --data FORMAT:PATH --index usearch --out {out}'.")

@@ -25,6 +25,7 @@ from structret.contracts import Retriever
 from structret.errors import StructretError
 from structret.negatives import report_path_for as report_path
 from structret.records import CodeRecord, Dataset
+from structret.retrieval import DenseRetriever
 
 
 @dataclass
@@ -62,9 +63,7 @@ class ConsistencyReport:
 def own_ranks(retriever: Retriever, dataset: Dataset, *, within: str = "language", chunk: int = 512) -> dict[str, int]:
     """For every aligned pair (query id, document id) of ``dataset``: the rank of its own
     document among the pool (its language's documents, or all), 1 + #{others scoring >= it}."""
-    import numpy as np
-
-    from structret.retrieval import DenseRetriever
+    import numpy as np  # numpy: kept out of import structret.api
 
     if within not in ("language", "all"):
         raise StructretError(f"within must be 'language' or 'all', not {within!r}.")

@@ -22,7 +22,8 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
 
-from structret.errors import ContractError
+from structret.errors import ContractError, StructretError
+from structret.records import Dataset, Entity
 
 if TYPE_CHECKING:
     import random
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from structret.records import Dataset, Entity, Query, Record
+    from structret.records import Query, Record
     from structret.records import Sequence as Linearized
 
 ROLES = ("contrastive", "corruption", "auxiliary")
@@ -293,14 +294,14 @@ def check_needs(objective: Objective, backbone: Any) -> None:
 
 
 def _scalar(value: Any) -> bool:
-    import torch
+    import torch  # torch: kept out of import structret.api
 
     return isinstance(value, torch.Tensor) and value.dim() == 0
 
 
 def check_corrupted(objective: Objective, batch: Any, rows: int) -> None:
     """What ``corrupt`` returned for ``rows`` texts (rule corrupt-labels)."""
-    import torch
+    import torch  # torch: kept out of import structret.api
 
     if not isinstance(batch, dict) or not all(isinstance(batch.get(k), torch.Tensor) for k in ("input_ids", "labels")):
         what = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
@@ -314,7 +315,7 @@ def check_contrastive_loss(objective: Objective, loss: Any, *, finite: bool = Fa
     """A contrastive loss: a scalar tensor (rule contrastive-loss). ``finite``: also check its
     value (a sync on a GPU; structret.testing does, the trainer does not, since a diverging run
     is not a broken plugin)."""
-    import torch
+    import torch  # torch: kept out of import structret.api
 
     if not isinstance(loss, torch.Tensor):
         raise broken("objective", objective.name, "contrastive-loss", f"it returned a {type(loss).__name__}")
@@ -328,8 +329,6 @@ def check_contrastive_loss(objective: Objective, loss: Any, *, finite: bool = Fa
 def run_check(objective: Objective, backbone: Any) -> None:
     """``objective.check(backbone)`` (rule objective-check): its ObjectiveError is the user's answer,
     any other exception a broken plugin, named as such."""
-    from structret.errors import StructretError
-
     try:
         objective.check(backbone)
     except StructretError:
@@ -340,7 +339,7 @@ def run_check(objective: Objective, backbone: Any) -> None:
 
 
 def _check_graph(objective: Objective, loss: Any) -> None:
-    import torch
+    import torch  # torch: kept out of import structret.api
 
     if torch.is_grad_enabled() and not loss.requires_grad:
         raise broken("objective", objective.name, "loss-graph", "its loss has no gradient to train with")
@@ -358,7 +357,7 @@ def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tens
 
 def check_loss_mean(objective: AuxiliaryObjective, backbone: Any, texts: list[str], rows: list[Any]) -> None:
     """Rule loss-mean: the passages once and twice, dropout off, give one mean and twice the count."""
-    import torch
+    import torch  # torch: kept out of import structret.api
 
     module = backbone.training_module
     was_training = module.training
@@ -380,8 +379,6 @@ def check_loss_mean(objective: AuxiliaryObjective, backbone: Any, texts: list[st
 
 def check_entities(extractor: str, text: str, entities: Any) -> list["Entity"]:
     """An extractor's spans for ``text`` (rule extractor-spans), as a list."""
-    from structret.records import Entity
-
     found = list(entities)
     for e in found:
         if not (isinstance(e, Entity) and 0 <= e.start < e.end <= len(text) and text[e.start:e.end] == e.text):
@@ -609,8 +606,6 @@ def shape(kind: str) -> tuple[str, ...]:
     """What an object a ``kind`` factory returns must have: its contract's members, or for a
     reader the fields a Dataset cannot do without (the registry checks each object it makes)."""
     if kind == "dataset":
-        from structret.records import Dataset
-
         return tuple(f.name for f in dataclasses.fields(Dataset)
                      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
     protocol = PROTOCOLS.get(kind)

@@ -42,7 +42,7 @@ def load_dataset(spec: str, *, split: str | None = None, options: dict[str, Any]
     """The dataset ``FORMAT:PATH`` names, read by FORMAT's reader with ``options`` checked and
     completed by the reader's options model (an unknown or ill-typed option is a PluginError
     listing the reader's options)."""
-    from structret.options import CORE_ARGUMENTS
+    from structret.options import CORE_ARGUMENTS  # pydantic: kept out of import structret.api
 
     fmt, path = parse_data_spec(spec)
     options = dict(options or {})

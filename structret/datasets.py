@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from structret.data import load_dataset as read_dataset, require
 from structret.records import Dataset
 
 
@@ -14,9 +15,7 @@ def load_dataset(spec: str, split: str | None = None, *, need: Sequence[str] = (
     codesearchnet every row); ``options`` go to the reader (``locale="us"``). Raises
     DataError for a bad spec or unreadable file, or when a part in ``need`` ("documents",
     "queries", "judgments") is empty; PluginError for an unknown format or option."""
-    from structret.data import load_dataset as read, require
-
-    dataset = read(spec, split=split, options=options)
+    dataset = read_dataset(spec, split=split, options=options)
     dataset.source = (spec, split, dict(options))
     require(dataset, *need, spec=spec, split=split)
     return dataset

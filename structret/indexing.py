@@ -23,6 +23,7 @@ import numpy as np
 
 from structret.artifacts import read_meta, verified
 from structret.errors import ArtifactError, StructretError
+from structret.registry import get_registry
 
 if TYPE_CHECKING:
     from structret.contracts import Index
@@ -228,8 +229,6 @@ def load_index(path: str | os.PathLike, *, expect_model: str | None = None, veri
     ``verify=False``: load it even if its files do not match checksums.json (a warning on
     stderr says so); the results may be wrong.
     """
-    from structret.registry import get_registry
-
     # one check for the whole load: the index class's own load() reads the meta again
     with verified(path, verify=verify):
         meta = read_meta(path)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from structret import defaults
+from structret.artifacts import CHECKSUMS_FILE, META_FILE, rebuild_hint, verify_checksums
 from structret.contracts import Backbone
-from structret.errors import PluginError, StructretError
+from structret.errors import ArtifactError, ModelLoadError, PluginError, StructretError
+from structret.linearization import TextFormat
 from structret.records import Query
 from structret.registry import get_registry
 
@@ -26,8 +29,6 @@ class Model:
     def __init__(self, backbone: Backbone, *, backbone_name: str, model: str | None = None,
                  options: dict[str, Any] | None = None, text_format: Any = None, recipe: dict | None = None,
                  entities: dict[str, str] | None = None):
-        from structret.linearization import TextFormat
-
         self.backbone = backbone  # the plugin object
         self.backbone_name = backbone_name  # the registered name: minilm, hf-encoder, t5, ...
         self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
@@ -99,7 +100,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
     ModelLoadError when the weights cannot be loaded.
     """
-    from structret.onnx_encoder import is_onnx_export
+    from structret.onnx_encoder import is_onnx_export  # numpy: kept out of import structret.api
 
     if is_onnx_export(name_or_path):  # 'structret export --format onnx': onnxruntime, no torch
         return load_onnx_model(name_or_path, **options)
@@ -122,9 +123,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
 def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | str | None = None,
                     **unknown: Any) -> Model:
     """A Model over a folder of ``structret export --format onnx``: onnxruntime and tokenizers, no torch."""
-    from structret.errors import ModelLoadError
-    from structret.onnx_encoder import OnnxEncoder
-    from structret.linearization import TextFormat
+    from structret.onnx_encoder import OnnxEncoder  # numpy: kept out of import structret.api
 
     if unknown:
         raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
@@ -155,12 +154,6 @@ def trained_model(path: str, *, verify: bool = True) -> TrainedModel | None:
     The model's files must match its checksums.json (ArtifactError otherwise), unless
     ``verify`` is False, which says so on stderr.
     """
-    import json
-    from pathlib import Path
-
-    from structret.artifacts import CHECKSUMS_FILE, META_FILE, rebuild_hint, verify_checksums
-    from structret.errors import ArtifactError
-
     directory = Path(path)
     final = directory / "final"
     if (final / META_FILE).is_file() or (final / CHECKSUMS_FILE).is_file():
@@ -185,8 +178,6 @@ def open_model(backbone: str | None, model: str | TrainedModel | None = None, op
     """``backbone`` (None: guessed from the model's config) with weights ``model``, which may be
     a run of ``structret train`` (its path, or the TrainedModel ``trained_model`` found, so a run
     checked once is not hashed again): then the run's backbone, weights and text format are used."""
-    from structret.linearization import TextFormat
-
     options = dict(options or {})
     trained: TrainedModel | None
     if isinstance(model, TrainedModel):
@@ -225,6 +216,7 @@ def _config(model: str) -> dict:
     file = Path(model) / "config.json"
     if not file.is_file():
         try:
+            # huggingface_hub: ~170 ms, kept out of import structret.api
             from huggingface_hub import try_to_load_from_cache
 
             cached = try_to_load_from_cache(model, "config.json")
@@ -253,8 +245,6 @@ def new_model(backbone: str, dataset: Any, out: str, options: dict[str, Any] | N
 
 def check_from_scratch(backbone: str) -> None:
     """PluginError unless ``backbone`` is one new_model can create (its factory takes texts)."""
-    import inspect
-
     entry = get_registry().get("backbone", backbone)
     if "texts" not in inspect.signature(entry.load()).parameters:
         raise PluginError(

@@ -21,7 +21,9 @@ from typing import Any
 from structret import defaults
 from structret.contracts import Backbone
 from structret.errors import StructretError
+from structret.models import load_model
 from structret.records import CodeRecord, Dataset, ItemRecord
+from structret.registry import get_registry
 
 FILTER_HELP = ("margin:M drops candidates scoring above (positive's score - M); percent:P drops those above "
                "P x the positive's score (0 < P <= 1), e.g. margin:0.05 or percent:0.95")
@@ -148,9 +150,7 @@ def rank_candidates(backbone: Backbone, dataset: Dataset, *, depth: int = 100, b
     recomputed exactly whatever the index, so an approximate index changes only which
     documents are candidates; the positive's score is computed the same way.
     """
-    import numpy as np
-
-    from structret.registry import get_registry
+    import numpy as np  # numpy: kept out of import structret.api
 
     doc_ids = list(dataset.corpus)
     row_of = {d: i for i, d in enumerate(doc_ids)}
@@ -202,9 +202,7 @@ def judge_candidates(judge: Any, dataset: Dataset, candidates: list[Candidates],
     or a loaded ``structret.Model``."""
     if isinstance(judge, str) and is_cross_encoder(judge):
         return _cross_encoder_scores(judge, dataset, candidates, batch_size, show_progress)
-    import numpy as np
-
-    from structret.models import load_model
+    import numpy as np  # numpy: kept out of import structret.api
 
     model = load_model(judge) if isinstance(judge, str) else judge
     needed = sorted({d for c in candidates for d in (*c.docs, *c.positives)})
@@ -220,6 +218,7 @@ def judge_candidates(judge: Any, dataset: Dataset, candidates: list[Candidates],
 def _cross_encoder_scores(path: str, dataset: Dataset, candidates: list[Candidates], batch_size: int,
                           show_progress: bool) -> list[Candidates]:
     try:
+        # sentence_transformers: the export extra, loaded for a cross-encoder judge only
         from sentence_transformers import CrossEncoder
     except ImportError as e:
         raise StructretError(f"--judge {path} is a cross-encoder, which needs sentence-transformers: "
@@ -328,8 +327,6 @@ def mine_negatives(backbone: Backbone, dataset: Dataset, out: str | os.PathLike,
         raise StructretError("a judge scores the candidates for a filter; give one too, e.g. filter='percent:0.95'.")
     scorer: Any = judge
     if judge and not is_cross_encoder(judge):
-        from structret.models import load_model
-
         scorer = load_model(judge)  # before the mining's encoding: a judge that cannot load fails at once
     candidates = rank_candidates(backbone, dataset, depth=depth, batch_size=batch_size, index=index,
                                  show_progress=show_progress)

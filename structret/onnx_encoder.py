@@ -8,6 +8,7 @@ The folder is what ``structret export RUN --format onnx`` writes: ``model.onnx``
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -39,13 +40,12 @@ class OnnxEncoder:
     capabilities = frozenset({"encoder"})  # a backbone that encodes, and nothing else (contracts.Backbone)
 
     def __init__(self, directory: str | os.PathLike, *, variant: str = "fp32", threads: int | None = None):
-        import importlib.util
-
         missing = [m for m in ("onnxruntime", "tokenizers") if importlib.util.find_spec(m) is None]
         if missing:
             raise ModelLoadError(f"{directory} is an ONNX export, read with {' and '.join(missing)}, which "
                                  f"{'is' if len(missing) == 1 else 'are'} not installed; pip install "
                                  f"'structret[export]' adds them.")
+        # onnxruntime, tokenizers: the export extra (checked for above), loaded when an export is opened
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -94,7 +94,7 @@ class OnnxEncoder:
         by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         bar = None
         if show_progress:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # tqdm: only with show_progress, not by import structret.onnx_encoder
 
             bar = tqdm(total=len(texts), unit="text", desc=f"encoding {kind}s ({self.variant}, onnxruntime)")
         # a window tokenized, then re-sorted by tokens (structret.batching), padded to its longest,

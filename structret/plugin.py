@@ -66,14 +66,15 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _INDEXING:
-        from structret import indexing
+        from structret import indexing  # numpy: kept out of a plugin's options module (structret plugins, --help)
 
         return getattr(indexing, name)
     if name in _PARENTS:
-        from structret import parents
+        from structret import parents  # torch: kept out of a plugin's options module (structret plugins, --help)
 
         return getattr(parents, name)
     if name in _EXPORTING:
+        # numpy (ONNX encoder and export): kept out of a plugin's options module (structret plugins, --help)
         from structret import onnx_encoder
         from structret.exporting import errors, onnx_graph
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import warnings
 from typing import AbstractSet, Any
 
+from structret.data import parse_data_spec, parse_options, parse_pairs
 from structret.errors import DataError, ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError
+from structret.registry import get_registry
 
 # settings that used to be core fields and are now plugin options: still read, with a warning
 SLOT_FIELDS = {"backbone_options": "backbone", "data_options": "dataset"}
@@ -23,8 +26,6 @@ SLOT_FIELDS = {"backbone_options": "backbone", "data_options": "dataset"}
 def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``--set FIELD=VALUE`` / ``--set PLUGIN.OPTION=VALUE`` pairs -> {key: value}, for
     ``resolve_recipe`` (which reads dashes in core fields; plugin names keep theirs)."""
-    from structret.data import parse_pairs
-
     try:
         return parse_pairs(pairs)
     except DataError as exc:
@@ -36,10 +37,6 @@ def parse_options_field(text: str) -> dict[str, Any]:
     """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (the old
     backbone_options and data_options strings). A comma starts a new pair only before ``KEY=``, so a
     value may hold commas: ``"aspect_slots=brand,color"`` is one option."""
-    import re
-
-    from structret.data import parse_options
-
     try:
         return parse_options([part for part in re.split(r",(?=\s*[A-Za-z_][\w.-]*=)", text) if part.strip()])
     except StructretError as exc:
@@ -51,8 +48,6 @@ def parse_options_field(text: str) -> dict[str, Any]:
 
 def parse_objectives(spec: str) -> list[tuple[str, float]]:
     """``"sda+0.5*mep"`` -> ``[("sda", 1.0), ("mep", 0.5)]``; names checked against the registry."""
-    from structret.registry import get_registry
-
     if not isinstance(spec, str) or not spec.strip():
         raise ObjectiveError("no objective given: name one or more, e.g. --objective sda+mep")
     parsed: list[tuple[str, float]] = []
@@ -83,9 +78,6 @@ def parse_objectives(spec: str) -> list[tuple[str, float]]:
 def run_plugins(values: dict[str, Any], core_fields: tuple[str, ...] = ()) -> dict[str, Any]:
     """The plugins a run with these core values uses, by primary name: its objectives, its
     backbone, its text format (a linearizer) and the reader of its data. Unknown names raise."""
-    from structret.data import parse_data_spec
-    from structret.registry import get_registry
-
     registry = get_registry()
     slots = [("objective", name) for name, _ in parse_objectives(values.get("objective") or "")]
     slots.append(("backbone", values["backbone"]))
@@ -173,8 +165,7 @@ def plugin_options(settings: Settings, used: dict[str, Any],
     """Every used plugin's options, from the tables, loose keys and slot options, validated.
     A file's table for a plugin the run does not use is dropped, with a warning unless the
     plugin is in ``quiet`` (the file used it; an override dropped it)."""
-    from structret.options import plain
-    from structret.registry import get_registry
+    from structret.options import plain  # pydantic: kept out of import structret.api
 
     registry = get_registry()
     given: dict[str, dict[str, Any]] = {name: {} for name in used}

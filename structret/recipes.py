@@ -38,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+import tomli_w
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -243,8 +244,6 @@ def recipe_to_toml(recipe: Recipe) -> str:
     """The recipe as TOML: core fields, then one table per plugin. ``None`` is written as ``""``
     for core fields (TOML has no null; leaving the key out would read back as the default, and
     ``split``'s default is not None) and left out of plugin tables (read back as the default)."""
-    import tomli_w
-
     document: dict[str, Any] = {k: "" if v is None else v for k, v in recipe.to_dict().items() if k != "plugins"}
     for name, options in recipe.plugins.items():
         document[name] = {k: v for k, v in options.items() if v is not None}

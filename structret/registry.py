@@ -110,7 +110,7 @@ class PluginEntry:
     def options_model(self) -> Any:
         """The plugin's Options model (structret.options); read off the factory's signature when
         it declares none, ``None`` when that signature takes ``**options``."""
-        from structret import options as opts
+        from structret import options as opts  # pydantic: kept out of import structret.api
 
         if self.options is None:
             return opts.from_signature(self.load(), self.kind, self.name)
@@ -128,7 +128,7 @@ class PluginEntry:
         """``values`` checked against the plugin's declared options, every option filled in. A plugin
         that declares none gets its keys checked against its factory's signature and its values
         converted by the signature's annotations (a factory taking ``**options`` checks them itself)."""
-        from structret import options as opts
+        from structret import options as opts  # pydantic: kept out of import structret.api
 
         if self.options is None:
             _bind(self, self.load(), (), values, partial=True)
@@ -192,7 +192,7 @@ class Registry:
         """Resolve ``name`` and call its factory with its options checked and completed (the
         plugin's Options model: every option passed, defaults filled in). ``kwargs`` may also
         hold the arguments core gives every plugin of the kind (``structret.options.CORE_ARGUMENTS``)."""
-        from structret.options import CORE_ARGUMENTS
+        from structret.options import CORE_ARGUMENTS  # pydantic: kept out of import structret.api
 
         entry = self.get(kind, name)
         core = {k: v for k, v in kwargs.items() if k in CORE_ARGUMENTS.get(kind, ())}

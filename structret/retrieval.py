@@ -3,6 +3,7 @@ both fused (``bm25+minilm``, ``bm25+runs/x``: structret.fusion)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Any, Sequence
 
@@ -64,7 +65,7 @@ class DenseRetriever:
         fingerprint = optional("backbone", self.backbone, "fingerprint")
         if self.cache_root is None or not callable(fingerprint):
             return {}
-        from structret.vector_cache import VectorCache, cache_key
+        from structret.vector_cache import VectorCache, cache_key  # numpy: kept out of import structret.api
 
         # taken now, once: the weights the documents are encoded with are the queries' too
         model = fingerprint()
@@ -86,7 +87,7 @@ class DenseRetriever:
         return "; ".join(f"{kind}: {cache.summary()}" for kind, cache in self.caches.items())
 
     def encode_queries(self, queries: Sequence[str]):
-        import numpy as np
+        import numpy as np  # numpy: kept out of import structret.api
 
         new = [q for q in dict.fromkeys(queries) if q not in self._query_cache]
         if new:
@@ -119,7 +120,7 @@ class HybridRetriever:
     same documents, read as the dense side reads them (a run's text format, if it has one)."""
 
     def __init__(self, lexical: Any, dense: DenseRetriever, fusion: Any = None, *, name: str = "hybrid"):
-        from structret.fusion import parse
+        from structret.fusion import parse  # numpy: kept out of import structret.api
 
         self.lexical, self.dense = lexical, dense
         self.fusion = parse(fusion)
@@ -163,7 +164,7 @@ class HybridRetriever:
     def _side_rows(self, queries: Sequence[str], doc_indices):
         if self._rows is None:
             return self.lexical.score(queries, doc_indices), self.dense.score(queries, doc_indices)
-        import numpy as np
+        import numpy as np  # numpy: kept out of import structret.api
 
         new = [q for q in dict.fromkeys(queries) if q not in self._rows]
         if new:
@@ -176,7 +177,7 @@ class HybridRetriever:
         return lex, dense
 
     def score(self, queries: Sequence[str], doc_indices=None):
-        from structret.fusion import fuse_scores
+        from structret.fusion import fuse_scores  # numpy: kept out of import structret.api
 
         lexical, dense = self._side_rows(queries, doc_indices)
         return fuse_scores(lexical, dense, self.fusion)
@@ -202,8 +203,6 @@ def resolve_system(name: str) -> tuple[str, Any]:
                               f"(a backbone such as minilm, or a directory written by 'structret train').")
         return "hybrid", (lexical, dense)
     known = registry.names("retriever") + registry.names("backbone")
-    import difflib
-
     close = difflib.get_close_matches(name, known, n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     raise PluginError(

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from structret import defaults
+from structret.artifacts import add_to_checksums, checksummed, read_meta, verified
 from structret.contracts import Index, optional
+from structret.data import require
+from structret.datasets import dataset_split
+from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
-from structret.contracts import optional
-from structret.errors import StructretError
+from structret.records import Dataset
 from structret.registry import get_registry
 
 if TYPE_CHECKING:  # numpy comes with it: imported where an index is loaded
@@ -53,7 +58,7 @@ class SearchIndex:
     @property
     def fusion(self):
         """How a hybrid index fuses its two sides (structret.fusion.Fusion); None without a lexical side."""
-        from structret.fusion import parse
+        from structret.fusion import parse  # numpy: kept out of import structret.api
 
         lexical = self.meta.get("lexical")
         return parse(lexical.get("fusion")) if lexical else None
@@ -62,7 +67,7 @@ class SearchIndex:
         """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
         vectors in every search (structret.fusion; ``fusion``: a spec, a Fusion or None for the
         default). ``options`` go to the retriever."""
-        from structret.fusion import parse
+        from structret.fusion import parse  # numpy: kept out of import structret.api
 
         if not self.texts:
             raise StructretError("a lexical side indexes the documents' texts, and this index keeps none; build it "
@@ -78,7 +83,7 @@ class SearchIndex:
 
     def set_fusion(self, fusion: Any) -> None:
         """Fuse the two sides by ``fusion`` from now on (saved with the index)."""
-        from structret.fusion import parse
+        from structret.fusion import parse  # numpy: kept out of import structret.api
 
         if self.lexical is None:
             raise StructretError("this index has no lexical side to fuse; add one with add_lexical('bm25').")
@@ -110,7 +115,7 @@ class SearchIndex:
         self._model = model
 
     def _check(self, model: Model) -> None:
-        from structret.indexing import check_same_model
+        from structret.indexing import check_same_model  # numpy: kept out of import structret.api
 
         check_same_model(self.path or "(in memory)", self.meta.get("model"), model.name)
 
@@ -141,7 +146,7 @@ class SearchIndex:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
         model): search without encoding, for callers that time or batch the encoding themselves.
         A hybrid index also needs the query ``texts`` (one per row) for its lexical side."""
-        from structret.indexing import check_k
+        from structret.indexing import check_k  # numpy: kept out of import structret.api
 
         k = check_k(k)
         texts_by_id = self.texts or {}
@@ -149,7 +154,7 @@ class SearchIndex:
             scores, ids = self.index.search(vectors, k)
             return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
                     for row_scores, row_ids in zip(scores, ids)]
-        from structret.fusion import fuse_lists
+        from structret.fusion import fuse_lists  # numpy: kept out of import structret.api
 
         if texts is None or len(texts) != len(vectors):
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
@@ -167,7 +172,7 @@ class SearchIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
-        from structret.embeddings import write_texts
+        from structret.embeddings import write_texts  # numpy: kept out of import structret.api
 
         self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
                         | {"model": self.meta.get("model")})
@@ -180,9 +185,7 @@ class SearchIndex:
     def _save_added_texts(self, path: Path) -> bool:
         """Hard-link the texts files this index was loaded with and write only the texts added since, as one
         more file; False (write them all) if any was removed, or the files are not the ones loaded."""
-        import itertools
-
-        from structret.embeddings import write_texts
+        from structret.embeddings import write_texts  # numpy: kept out of import structret.api
 
         assert self.texts is not None  # save calls this only for an index with texts
         origin = self._texts_origin
@@ -202,10 +205,6 @@ class SearchIndex:
         return True
 
     def _save_lexical(self, path: Path) -> None:
-        import json
-
-        from structret.artifacts import add_to_checksums, checksummed
-
         directory = path / LEXICAL_DIR
         self.lexical.save(directory)
         (directory / LEXICAL_IDS).write_text(json.dumps(self.lexical_ids, ensure_ascii=False), encoding="utf-8")
@@ -215,10 +214,6 @@ class SearchIndex:
 
     def _load_lexical(self, path: Path) -> None:
         """The lexical side ``meta["lexical"]`` names, from ``path/lexical`` (checked by the caller)."""
-        import json
-
-        from structret.errors import ArtifactError
-
         name = self.meta["lexical"].get("retriever")
         factory = get_registry().get("retriever", name).load()
         load = optional("retriever", factory, "load")
@@ -287,8 +282,6 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
 
 def _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors,
            index_options) -> SearchIndex:
-    from structret.records import Dataset
-
     if vectors is None and data is not None and not isinstance(data, (str, Dataset)):
         data, vectors = None, data
     if vectors is not None:
@@ -296,7 +289,7 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
             raise StructretError("build_index: give documents (a Dataset or FORMAT:PATH) or vectors, not both.")
         if ids is None:
             raise StructretError("build_index from vectors needs ids=, one per vector.")
-        import numpy as np
+        import numpy as np  # numpy: kept out of import structret.api
 
         array = np.asarray(vectors)
         if array.ndim != 2:
@@ -323,9 +316,6 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
 
 def documents_of(data: Any, split: str | None):
     """A Dataset with documents: ``data`` (read again for another ``split``), or read from a spec."""
-    from structret.datasets import dataset_split
-    from structret.data import require
-
     if data is None:
         raise StructretError("build_index: no documents; give a Dataset, a FORMAT:PATH spec or vectors with ids=.")
     dataset = dataset_split(data, split)
@@ -339,7 +329,7 @@ def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike,
     """Index the output of ``structret encode`` (one folder, or every shard of one corpus, in
     order) into ``out``, with the texts; return (vectors, parts). Shards are read one at a time,
     so the corpus need not fit in memory twice."""
-    from structret.embeddings import collect_parts, concatenate_texts
+    from structret.embeddings import collect_parts, concatenate_texts  # numpy: kept out of import structret.api
 
     parts = collect_parts(paths, verify=verify)
     meta = parts[0].meta
@@ -361,7 +351,7 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     """An index written by ``structret index`` or ``SearchIndex.save``, checked against its
     checksums.json (``verify=False``: used anyway, with a warning). Its model is loaded on
     the first search without one. ``texts=False`` skips reading the texts."""
-    from structret.artifacts import read_meta, verified
+    # numpy: kept out of import structret.api
     from structret.embeddings import read_index_texts, text_files
     from structret.indexing import SavedFiles, load_index as load_plugin_index
 
@@ -381,6 +371,6 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
 def parse_fusion(spec: str) -> Any:
     """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.fusion.Fusion``; FusionError (a
     StructretError) saying what is wrong. Functions taking ``fusion=`` accept the string too."""
-    from structret.fusion import parse
+    from structret.fusion import parse  # numpy: kept out of import structret.api
 
     return parse(spec)

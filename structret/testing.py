@@ -17,7 +17,9 @@ are public too (``build_tiny_bert``, ``build_tiny_t5``), for tests that need a m
 from __future__ import annotations
 
 import random
+import string
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,7 +37,7 @@ from structret.contracts import (
     check_needs,
     run_check,
 )
-from structret.errors import ContractError, PluginError, StructretError
+from structret.errors import ContractError, DataError, ObjectiveError, PluginError, StructretError
 from structret.records import CodeRecord, Dataset, ItemRecord
 from structret.registry import get_registry
 
@@ -66,9 +68,6 @@ def _wordpiece_vocab(texts: list[str], specials: list[str], normalizer: Any, pre
     texts, and ASCII's) alone and as a ``##`` continuation, then whole words, most frequent
     first. (tokenizers' WordPieceTrainer breaks ties between merges in hash order, so its
     vocabulary, and with it every test on the tiny BERT, changed from one build to the next.)"""
-    import string
-    from collections import Counter
-
     counts = Counter(word for text in texts
                      for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
     ascii_chars = set(string.ascii_lowercase + string.digits + string.punctuation)
@@ -81,6 +80,7 @@ def _wordpiece_vocab(texts: list[str], specials: list[str], normalizer: Any, pre
 
 def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer BERT (hidden 32) with its MLM head and a WordPiece tokenizer, saved in ``directory``."""
+    # torch, tokenizers, transformers: loaded to build a tiny model, not by import structret.testing
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
@@ -111,6 +111,7 @@ def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
 
 def build_tiny_t5(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer T5 (d_model 32) with a word-level tokenizer (no sentinels), saved in ``directory``."""
+    # torch, tokenizers, transformers: loaded to build a tiny model, not by import structret.testing
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
@@ -174,8 +175,6 @@ def _candidates() -> list[tuple[str, dict[str, Any]]]:
 
 
 def _backbone_for(objective: Any, name: str) -> Any:
-    from structret.recipes import ObjectiveError
-
     why = []
     for backbone_name, options in _candidates():
         backbone = get_registry().create("backbone", backbone_name, **options)
@@ -194,8 +193,9 @@ def _backbone_for(objective: Any, name: str) -> Any:
 
 
 def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -> dict[str, Any]:
-    import torch
+    import torch  # torch: loaded to check an objective, not by import structret.testing
 
+    # torch: loaded to check an objective, not by import structret.testing
     from structret.training.examples import Example
 
     objective = get_registry().create("objective", name, **options)  # the objective rules checked there
@@ -248,7 +248,7 @@ def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -
 
 
 def _check_backbone(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
+    import numpy as np  # numpy: loaded to check a backbone, not by import structret.testing
 
     backbone = get_registry().create("backbone", name, **options)
     if not isinstance(backbone, Backbone) or not isinstance(backbone.capabilities, frozenset):
@@ -308,8 +308,6 @@ def _check_linearizer(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_dataset(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    from structret.errors import DataError
-
     path = options.pop("path", None)
     split = options.pop("split", None)
     registry = get_registry()
@@ -335,7 +333,7 @@ def _check_dataset(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_index(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
+    import numpy as np  # numpy: loaded to check an index, not by import structret.testing
 
     factory = get_registry().get("index", name).load()
     rng = np.random.default_rng(0)

@@ -24,6 +24,13 @@
   ``structret.plugin``, ``structret.errors``, ``structret.records`` and ``hookimpl``, and
   imports no other plugin package (what two plugins share belongs in core's surface).
   Imports under ``if TYPE_CHECKING:`` count here: an annotation is a dependency too.
+* An import inside a function of core keeps something heavy out of a light import, and says
+  so: each one (outside ``if TYPE_CHECKING:``) has a comment on its line, or on the comment
+  line directly above it (imports one under the other may share one), naming what it keeps
+  out of what (``import structret``, ``import structret.api``, ``structret --help``, a
+  plugin's options module, ...). An import of something light belongs at the top of its
+  module: the standard library, a third-party library not in HEAVY, or a module of core
+  whose module-level imports, followed through core, reach nothing in HEAVY.
 
 Today's violations owned by work in progress are listed in the KNOWN_* sets below. Each
 entry must still be a violation, so the lists can only shrink: fix one, delete its entry.
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +59,20 @@ PLUGIN_IMPORTS_ALLOWED: set[str] = set()
 
 # What a plugin package may import from core (structret/plugin.py is the surface).
 SURFACE = {"structret.plugin", "structret.errors", "structret.records"}
+
+# What an import inside a function may keep out of the light imports: third-party libraries (top-level
+# names) that are slow to import or optional (their import can fail), and a few measured as slow that
+# are not (milliseconds with bytecode cached, loaded after structret.api).
+HEAVY = {
+    "accelerate", "bm25s", "datasets", "hnswlib", "huggingface_hub", "ir_measures", "matplotlib", "mteb", "nltk",
+    "numpy", "onnx", "onnxruntime", "peft", "pyarrow", "pydantic", "pygments", "pymilvus", "pytrec_eval",
+    "safetensors", "sentence_transformers", "sklearn", "spacy", "starlette", "tokenizers", "torch", "tqdm",
+    "transformers", "tree_sitter", "umap", "usearch", "uvicorn",
+    "filelock",  # ~15 ms
+    "concurrent",  # concurrent.futures' process pool: multiprocessing, ~9 ms
+    "structret.api",  # all of core, ~75 ms: `import structret` (a plugin's hookimpl) is ~15 ms
+    "structret.suites",  # ~15 ms: statistics, tomllib and five modules
+}
 
 _PLUGIN_PACKAGE = re.compile(r"structret_[a-z0-9_]+")
 _PLUGIN_TARGET = re.compile(r"structret_[a-z0-9_]+[.:][A-Za-z_]")  # "structret_code.plugin", "pkg:attr"
@@ -74,6 +96,8 @@ class Import:
     target: str  # dotted name as written, relative imports resolved
     names: tuple[str, ...]  # for "from target import a, b"; () for "import target"
     line: int
+    end_line: int = 0  # the statement's last line
+    in_function: bool = False
 
 
 def module_at(path: Path, source_root: Path, root: Path) -> Module:
@@ -113,13 +137,14 @@ def imports_of(module: Module, tree: ast.Module | None = None, *, type_checking:
     package = module.name if module.is_package else module.name.rpartition(".")[0]
     found: list[Import] = []
 
-    def visit(node: ast.AST) -> None:
+    def visit(node: ast.AST, in_function: bool) -> None:
         if isinstance(node, ast.If) and _type_checking_only(node) and not type_checking:
             for child in node.orelse:
-                visit(child)
+                visit(child, in_function)
             return
+        at = (node.lineno, node.end_lineno or node.lineno, in_function) if isinstance(node, ast.stmt) else ()
         if isinstance(node, ast.Import):
-            found.extend(Import(module.name, alias.name, (), node.lineno) for alias in node.names)
+            found.extend(Import(module.name, alias.name, (), *at) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -127,11 +152,12 @@ def imports_of(module: Module, tree: ast.Module | None = None, *, type_checking:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.append(Import(module.name, target, tuple(a.name for a in node.names), node.lineno))
+            found.append(Import(module.name, target, tuple(a.name for a in node.names), *at))
+        in_function = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, in_function)
 
-    visit(tree)
+    visit(tree, False)
     return found
 
 
@@ -376,6 +402,90 @@ def layer_breaches(modules: dict[str, Module]) -> list[str]:
     return found
 
 
+def _imported_modules(imp: Import, modules: dict[str, Module]) -> list[str]:
+    """What ``imp`` imports: modules of ``modules`` (``from pkg import mod`` is ``pkg.mod``), else
+    the top-level name of a library."""
+    found = []
+    for name in imp.names or (None,):
+        sub = f"{imp.target}.{name}"
+        if name and sub in modules:
+            found.append(sub)
+        else:
+            found.append(_known_prefix(imp.target, modules) or imp.target.split(".")[0])
+    return list(dict.fromkeys(found))
+
+
+def heavy_reached(modules: dict[str, Module]) -> dict[str, set[str]]:
+    """Each module of core -> what of HEAVY importing it loads: its module-level imports followed
+    through core (importing ``a.b.c`` runs ``a`` and ``a.b`` first, so parent packages count)."""
+    core = {name: m for name, m in modules.items() if m.in_core}
+
+    def with_parents(name: str) -> list[str]:
+        parts = name.split(".")
+        return [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+
+    edges: dict[str, set[str]] = {}
+    for name, module in core.items():
+        edges[name] = {p for p in with_parents(name)[:-1] if p in core}
+        for imp in imports_of(module):
+            for target in _imported_modules(imp, modules) if not imp.in_function else ():
+                edges[name].update(with_parents(target) if target in core else [target])
+    reached = {}
+    for name in core:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(edges.get(current, ()))
+        reached[name] = {m for m in seen if m in HEAVY or m.split(".")[0] in HEAVY}
+    return reached
+
+
+def _is_light(name: str, modules: dict[str, Module], heavy: dict[str, set[str]]) -> bool:
+    if name in modules:
+        return modules[name].in_core and not heavy[name]
+    return name not in HEAVY and (name in sys.stdlib_module_names or not name.startswith("structret"))
+
+
+def function_imports(modules: dict[str, Module]) -> list[tuple[Module, list[Import]]]:
+    """Each module of core with its imports inside functions (TYPE_CHECKING ones left out)."""
+    return [(module, [imp for imp in imports_of(module) if imp.in_function])
+            for module in modules.values() if module.in_core]
+
+
+def imports_without_reason(modules: dict[str, Module]) -> list[str]:
+    """``path:line: imports X inside a function without a reason``: no comment on the statement's
+    lines, nor on the line above it (or above the imports right over it)."""
+    found = []
+    for module, imports in function_imports(modules):
+        lines = module.path.read_text(encoding="utf-8").splitlines()
+        in_imports = {n for imp in imports for n in range(imp.line, imp.end_line + 1)}
+        for imp in imports:
+            if any("#" in lines[n - 1] for n in range(imp.line, imp.end_line + 1)):
+                continue
+            above = imp.line - 1
+            while above in in_imports and "#" not in lines[above - 1]:
+                above -= 1
+            if above < 1 or not lines[above - 1].strip().startswith("#"):
+                found.append(f"{module.rel}:{imp.line}: imports {', '.join(_imported_modules(imp, modules))} "
+                             f"inside a function without a reason")
+    return found
+
+
+def light_imports_inside_functions(modules: dict[str, Module]) -> list[str]:
+    """``path:line: imports X inside a function, and it is light: it could be at the top``."""
+    heavy = heavy_reached(modules)
+    found = []
+    for module, imports in function_imports(modules):
+        for imp in imports:
+            targets = _imported_modules(imp, modules)
+            if all(_is_light(t, modules, heavy) for t in targets):
+                found.append(f"{module.rel}:{imp.line}: imports {', '.join(targets)} inside a function, and it is "
+                             f"light: it could be at the top")
+    return found
+
+
 # --- the rules ---------------------------------------------------------------------------
 
 
@@ -438,6 +548,14 @@ def test_benchmarks_reach_plugins_by_name():
         found += [f"{module.rel}:{imp.line}: imports {imp.target}" for imp in imports_of(module)
                   if _PLUGIN_PACKAGE.fullmatch(imp.target.split(".")[0])]
     assert not found, "create plugins with get_registry().create(kind, name):\n" + "\n".join(found)
+
+
+def test_imports_inside_core_functions_keep_something_heavy_out_and_say_what():
+    modules = all_modules()
+    found = imports_without_reason(modules) + light_imports_inside_functions(modules)
+    assert not found, ("an import inside a function of core keeps something heavy (HEAVY) out of a light import "
+                       "and says so in a comment, e.g. `import torch  # torch: kept out of import structret.api`; "
+                       "anything else goes at the top of its module:\n" + "\n".join(found))
 
 
 def test_every_package_is_seen():
@@ -557,4 +675,50 @@ def test_a_layer_breach_is_found(tmp_path):
     assert layer_breaches(modules) == [
         "structret/cli.py:4: imports structret.registry (call it through structret.api)",
         "structret/serving.py:2: imports structret.api, the API above it",
+    ]
+
+
+def test_an_import_inside_a_function_without_a_reason_or_of_something_light_is_found(tmp_path):
+    modules = write_package(tmp_path, {
+        "structret/__init__.py": "def __getattr__(name):\n    from structret import api  # all of core\n",
+        "structret/api/__init__.py": "from structret import light\n",  # HEAVY names it: heavy itself
+        "structret/light.py": "import json\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n",
+        "structret/heavy.py": "import numpy.linalg\n",
+        "structret/via.py": "from structret import heavy\n",  # numpy, through core
+        "structret/sub/__init__.py": "import torch\n",
+        "structret/sub/inner.py": "X = 1\n",  # its package imports torch first
+        "structret/a.py": (
+            "from typing import TYPE_CHECKING\n"
+            "def f():\n"
+            "    import numpy as np  # numpy: kept out of import structret\n"
+            "    # torch, and numpy through structret.via: kept out of import structret\n"
+            "    import torch\n"
+            "    from structret import via\n"
+            "\n"
+            "    import json\n"  # 8: no reason, and light
+            "    from structret.heavy import load\n"  # 9: no reason (the import above has none to share)
+            "def g():\n"
+            "    if TYPE_CHECKING:\n"
+            "        from structret import heavy\n"  # never runs
+            "    from structret import light, registry  # a comment, but all of it is light\n"
+            "    from structret.sub.inner import (\n"
+            "        X,  # torch\n"
+            "    )\n"
+            "    from concurrent.futures import ProcessPoolExecutor  # multiprocessing, ~9 ms\n"
+        ),
+        "structret/registry.py": "",
+        "structret_plugin/b.py": "def f():\n    import json\n",  # a plugin: not core's rule
+    })
+    heavy = heavy_reached(modules)
+    assert heavy["structret.light"] == set() and heavy["structret.via"] == {"numpy"}
+    assert heavy["structret.sub.inner"] == {"torch"} and heavy["structret.api"] == {"structret.api"}
+    assert "structret_plugin.b" not in heavy
+    assert imports_without_reason(modules) == [
+        "structret/a.py:8: imports json inside a function without a reason",
+        "structret/a.py:9: imports structret.heavy inside a function without a reason",
+    ]
+    assert light_imports_inside_functions(modules) == [
+        "structret/a.py:8: imports json inside a function, and it is light: it could be at the top",
+        "structret/a.py:13: imports structret.light, structret.registry inside a function, and it is light: "
+        "it could be at the top",
     ]

@@ -7,8 +7,11 @@ from __future__ import annotations
 import difflib
 from typing import Any, Sequence
 
+from structret.data import parse_data_spec
 from structret.errors import StructretError
+from structret.models import trained_model
 from structret.registry import KINDS, BrokenPlugin, PluginEntry, PluginWarning, get_registry
+from structret.retrieval import resolve_system
 
 __all__ = ["KINDS", "PluginWarning", "broken_plugins", "check_names", "describe_plugin", "list_plugins",
            "plugin_of_error"]
@@ -30,7 +33,7 @@ def broken_plugins() -> list[BrokenPlugin]:
 def describe_plugin(name: str, kind: str | None = None) -> str:
     """The options of plugin ``name`` (of every kind that has one so named, or of ``kind``): type,
     default and documentation of each, and how a command or recipe sets them."""
-    from structret.options import describe
+    from structret.options import describe  # pydantic: kept out of import structret.api
 
     registry = get_registry()
     if kind:
@@ -73,10 +76,6 @@ def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None
     the options given: names first (no plugin module is imported for them), options after (their
     factories' signatures or options models). ``data``: FORMAT:PATH specs; ``model``: a run
     decides the backbone; ``systems``: what ``structret bench --system`` takes."""
-    from structret.data import parse_data_spec
-    from structret.models import trained_model
-    from structret.retrieval import resolve_system
-
     registry = get_registry()
     formats = [parse_data_spec(spec)[0] for spec in data if spec]
     for fmt in formats:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from structret.datasets import dataset_split
 from structret.models import Model, load_model
 from structret.errors import StructretError
 from structret.records import Dataset
+from structret.registry import get_registry
+from structret.retrieval import DenseRetriever, HybridRetriever
 
 
 def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "test", limit: int | None = None,
@@ -23,10 +26,8 @@ def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "te
     directory). ``data``: a Dataset, or a ``"FORMAT:PATH"`` spec read with ``split``.
     ``limit``: only the first N queries or pairs.
     """
-    import math
-
+    # numpy: kept out of import structret.api
     from structret.evaluation import evaluate as evaluate_system
-    from structret.retrieval import DenseRetriever
 
     dataset = dataset_split(data, split)
     system: Any = model
@@ -45,9 +46,8 @@ def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid
     ties broken by the next): every method x weight of ``structret.fusion.grid()``. Returns ``{"fusion": spec, "measure",
     "scores": {spec: value}, "queries"}``; pass ``result["fusion"]`` to ``build_index(...,
     lexical=lexical, fusion=...)``."""
+    # numpy: kept out of import structret.api
     from structret.evaluation import tune_fusion as tune
-    from structret.registry import get_registry
-    from structret.retrieval import DenseRetriever, HybridRetriever
 
     dataset = dataset_split(data, split)
     dense = DenseRetriever(model.backbone, batch_size=batch_size, show_progress=show_progress,
@@ -86,6 +86,7 @@ def train(recipe: str | None = None, *, data: str | Dataset | None = None, out: 
     when ``recipe`` is None). Raises RecipeError / PluginError before any work for an
     unknown field, plugin or option; TrainingError for what stops a run.
     """
+    # pydantic: kept out of import structret.api
     from structret.recipes import check_plugins, resolve_recipe
 
     overrides: dict[str, Any] = {"objective": objective, "backbone": backbone, "model": model, "output": out}
@@ -118,6 +119,7 @@ def _spec_of(dataset: Dataset) -> tuple[str, str | None, dict]:
 def list_recipes() -> list[Any]:
     """The shipped recipes, resolved (``structret.recipes.Recipe``: name, description, the paper
     table it ``reproduces``, every field)."""
+    # pydantic: kept out of import structret.api
     from structret.recipes import list_recipes as shipped, resolve_recipe
 
     return [resolve_recipe(name) for name in shipped()]

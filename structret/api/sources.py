@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from structret import defaults
-from structret.errors import DataError
+from structret.api.updates import update_lock
+from structret.artifacts import cache_dir, verify_checksums
+from structret.contracts import optional
+from structret.data import load_dataset
+from structret.errors import ArtifactError, DataError
+from structret.mining import mine
+from structret.mining.sources import DEFAULT_EXCLUDE, source_files
+from structret.models import Model, load_model
+from structret.registry import get_registry
+from structret.search_index import build_index
 
 
 @dataclass
@@ -45,9 +54,6 @@ class SourceIndexResult:
 
 def languages_in(path: str | os.PathLike) -> list[str]:
     """The languages (registered miners' names) with at least one file under ``path``."""
-    from structret.mining.sources import DEFAULT_EXCLUDE, source_files
-    from structret.registry import get_registry
-
     registry = get_registry()
     return [name for name in registry.names("miner")
             if next(source_files(Path(path), tuple(registry.create("miner", name).extensions),
@@ -58,13 +64,7 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
                  metric: str = "ip", lexical: str | None = defaults.SOURCE_LEXICAL, fusion: Any = None, batch_size: int = 32,
                  show_progress: bool = True, **index_options: Any) -> SourceIndexResult:
     """Index every function under the folder ``path`` into ``out`` (see the module docstring)."""
-    from structret.search_index import build_index
-    from structret.models import Model, load_model
-    from structret.api.updates import update_lock
-    from structret.contracts import optional
-    from structret.data import load_dataset
-    from structret.mining import mine
-    from structret.vector_cache import VectorCache, cache_key
+    from structret.vector_cache import VectorCache, cache_key  # numpy: kept out of import structret.api
 
     source = Path(path).expanduser().resolve()
     if not source.is_dir():
@@ -100,8 +100,6 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         backbone = model.backbone
         fingerprint = optional("backbone", backbone, "fingerprint")
         if fingerprint is not None:
-            from structret.artifacts import cache_dir
-
             cache = VectorCache(cache_dir(), cache_key(fingerprint(), "document", model.text_format.name or ""))
             vectors = cache.encode(texts, lambda batch: backbone.encode(
                 batch, kind="document", batch_size=batch_size, show_progress=show_progress))
@@ -119,9 +117,7 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
 def _previous_texts(out: str | os.PathLike) -> dict[str, str]:
     """The texts of the index already at ``out`` (empty: none, one without texts, or a damaged one,
     which is replaced: then everything counts as new). Only the texts are read, not the index."""
-    from structret.artifacts import verify_checksums
-    from structret.embeddings import read_index_texts
-    from structret.errors import ArtifactError
+    from structret.embeddings import read_index_texts  # numpy: kept out of import structret.api
 
     if not (Path(out) / "structret.json").is_file():
         return {}

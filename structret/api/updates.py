@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from structret.search_index import SearchIndex, documents_of, load_index
+from structret.artifacts import META_FILE, atomic_dir
+from structret.contracts import optional
+from structret.search_index import SearchIndex, _TextsOrigin, documents_of, load_index
 from structret.errors import StructretError
 
 
@@ -57,7 +59,7 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
 def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) -> None:
     """Removing, and refitting a lexical side, need every text; an update that only adds reads none
     and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
-    from structret.search_index import _TextsOrigin
+    # numpy: kept out of import structret.api
     from structret.embeddings import read_index_texts, text_files
     from structret.indexing import SavedFiles
 
@@ -77,7 +79,7 @@ def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) ->
 @contextlib.contextmanager
 def update_lock(path: str | os.PathLike) -> Iterator[None]:
     """Hold the index's update lock (``.NAME.lock`` beside it: the folder itself is swapped)."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # filelock: ~15 ms, kept out of import structret.api
 
     folder = Path(path).resolve()
     lock = FileLock(str(folder.parent / f".{folder.name}.lock"))
@@ -93,9 +95,7 @@ def update_lock(path: str | os.PathLike) -> Iterator[None]:
 
 
 def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
-    from structret.artifacts import atomic_dir
-    from structret.contracts import optional
-    from structret.indexing import IndexInputError
+    from structret.indexing import IndexInputError  # numpy: kept out of import structret.api
 
     remove_ids = optional("index", found.index, "remove")
     if remove and remove_ids is None:
@@ -134,14 +134,13 @@ def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, sh
 
 def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
     """(ids, vectors, texts or None) of what ``add`` names, made by the index's model."""
-    from structret.artifacts import META_FILE
-    from structret.indexing import check_same_model
+    from structret.indexing import check_same_model  # numpy: kept out of import structret.api
 
     if os.path.isdir(add) and (os.path.isfile(os.path.join(add, META_FILE))
                                or any(name.startswith("shard-") for name in os.listdir(add))):
-        import numpy as np
+        import numpy as np  # numpy: kept out of import structret.api
 
-        from structret.embeddings import collect_parts, read_index_texts
+        from structret.embeddings import collect_parts, read_index_texts  # numpy: kept out of import structret.api
 
         parts = collect_parts([add], verify=verify)
         check_same_model(path, found.meta.get("model"), parts[0].meta.get("model"))

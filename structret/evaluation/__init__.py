@@ -30,7 +30,10 @@ from structret.evaluation.metrics import (
     rerank_run,
 )
 from structret.evaluation.protocols import EvaluationProtocol, own_text, query_text
+from structret.fusion import tune
 from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING, Dataset
+from structret.registry import get_registry
+from structret.retrieval import DenseRetriever, HybridRetriever, make_retriever
 
 if TYPE_CHECKING:
     from structret.contracts import Retriever
@@ -57,8 +60,6 @@ def task_of(dataset: Dataset) -> str:
 
 def make_protocol(dataset: Dataset, limit: int | None = None) -> EvaluationProtocol:
     """The protocol registered for the dataset's task, over its first ``limit`` queries (all: ``None``)."""
-    from structret.registry import get_registry
-
     registry = get_registry()
     task = task_of(dataset)
     try:
@@ -86,8 +87,6 @@ def evaluate_retriever(protocol: EvaluationProtocol, retriever: Retriever, syste
     if announce:
         print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)
     retriever.fit(protocol.doc_texts)
-    from structret.retrieval import DenseRetriever, HybridRetriever
-
     if isinstance(retriever, (DenseRetriever, HybridRetriever)):
         # every query once, under one progress bar; the protocol's batches then hit the cache
         retriever.encode_queries(protocol.query_texts())
@@ -119,8 +118,6 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
     """
     protocol = make_protocol(dataset, limit)
     if isinstance(system, str):
-        from structret.retrieval import make_retriever
-
         label = system
         retriever = make_retriever(system, batch_size=batch_size, show_progress=show_progress)
     else:
@@ -142,8 +139,6 @@ def tune_fusion(retriever: Any, dataset: Dataset, *, limit: int | None = None, s
     column, "scores": {spec: value}, "queries": n}``; fit the retriever on the test documents
     afterwards, as ``structret bench --tune`` does.
     """
-    from structret.fusion import tune
-
     protocol = make_protocol(dataset, limit)
     columns = list(protocol.columns)
     if measure is not None and measure not in columns:

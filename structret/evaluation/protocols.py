@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from structret.contracts import EvaluationProtocol  # noqa: F401  (re-exported: the contract)
 from structret.evaluation.metrics import EvaluationError, csn_mrr, evaluate_run, full_pool_ranks, gain_levels, mrr, rerank_run
 from structret.records import Dataset, Query, Record
@@ -52,8 +54,6 @@ class CodeSearch:
     columns = [POOL_COLUMN, CSN_COLUMN, CSN_QUERY_COLUMN]
 
     def __init__(self, dataset: Dataset, limit: int | None = None):
-        import numpy as np
-
         if not dataset.pairs:
             raise _missing(dataset, "code-search", "pairs (query id, document id)")
         pairs = dataset.pairs[:limit] if limit else dataset.pairs
@@ -171,8 +171,6 @@ class QrelsRanking:
         return self.queries
 
     def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
-        import numpy as np
-
         # deep enough for every cutoff asked (R@500 needs 500 documents per query)
         depth = max([100] + [int(c.rpartition("@")[2]) for c in self.columns if c.rpartition("@")[2].isdigit()])
 
@@ -205,8 +203,6 @@ class MultiAnswerRanking(QrelsRanking):
                                    "against the model), averaged over a query's answers, then over queries."]
 
     def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
-        import numpy as np
-
         columns, self.columns = self.columns, [c for c in self.columns if c != "MMRR"]
         try:
             row = super().evaluate(retriever, chunk)
@@ -244,8 +240,7 @@ class CoirRanking(QrelsRanking):
                       "query's ignored, pytrec_eval ndcg_cut.10 per query, mean over queries."]
 
     def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
-        import numpy as np
-        import pytrec_eval
+        import pytrec_eval  # pytrec_eval: loaded to score CoIR, not by import structret.evaluation
 
         run: dict[str, dict[str, float]] = {}
         dropped = 0

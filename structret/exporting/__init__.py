@@ -15,6 +15,7 @@ from typing import Any, Callable
 from structret.contracts import optional
 from structret.exporting.errors import ExportError, require
 from structret.exporting.faithful import check_faithful
+from structret.models import open_model, trained_model
 
 __all__ = ["FORMATS", "ExportError", "check_faithful", "export_run", "merge_adapter", "open_run", "require"]
 
@@ -24,8 +25,6 @@ FORMATS = ("sentence-transformers", "onnx")
 def open_run(run: str | os.PathLike, *, verify: bool = True) -> Any:
     """The structret ``Model`` of a run of ``structret train``, refused (ExportError saying why)
     unless an export can give the same vectors."""
-    from structret.models import open_model, trained_model
-
     path = Path(run)
     if not path.exists():
         raise ExportError(f"{path} does not exist; give the run directory 'structret train --out' wrote.")
@@ -47,6 +46,7 @@ def merge_adapter(model: Any, echo: Callable[[str], None] = print) -> None:
     adapter = optional("backbone", b, "adapter")
     if not adapter:
         return
+    # numpy: kept out of import structret.api
     from structret.exporting.checks import FP32_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines
 
     before = (model.encode_query(SAMPLE_QUERIES), model.encode_document(SAMPLE_DOCUMENTS))
@@ -74,9 +74,10 @@ def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, veri
     model = open_run(run, verify=verify)
     merge_adapter(model, echo)
     if fmt == "sentence-transformers":
+        # numpy: kept out of import structret.api
         from structret.exporting.st_folder import write_sentence_transformers as write
     else:
-        from structret.exporting.onnx_graph import write_onnx as write
+        from structret.exporting.onnx_graph import write_onnx as write  # numpy: kept out of import structret.api
     # written beside ``out`` and renamed when checked: an export that fails its check leaves nothing to misuse
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from structret.artifacts import META_FILE
 from structret.contracts import optional
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -16,8 +17,6 @@ UNKNOWN_LICENCE = "unknown: check the base model's licence"
 
 def run_facts(model: Any, run: Path) -> dict[str, Any]:
     """Base model, recipe, objectives, data and what was measured, as recorded in ``run``."""
-    from structret.artifacts import META_FILE
-
     # a run directory or one of its checkpoints, as structret.retrieval.trained_model reads them;
     # open_run has verified its checksums already
     final = run / "final" if (run / "final" / META_FILE).is_file() else run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from structret.errors import ExportError
 
 __all__ = ["ExportError", "require"]
@@ -9,8 +11,6 @@ __all__ = ["ExportError", "require"]
 
 def require(*modules: str) -> None:
     """ExportError naming the install command when an optional dependency of export is missing."""
-    import importlib.util
-
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise ExportError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed; "

@@ -10,12 +10,14 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from structret.artifacts import atomic_dir
 from structret.contracts import TrainableBackbone, optional
-from structret.contracts import optional
 from structret.exporting.card import model_card
-from structret.exporting.faithful import check_faithful
+from structret.exporting.errors import ExportError
 from structret.exporting.checks import (FP32_COSINE, INT8_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines,
                                         texts_per_second)
+from structret.exporting.faithful import check_faithful
+from structret.models import Model
 from structret.onnx_encoder import ONNX_META, VARIANTS, OnnxEncoder
 from structret.records import PooledEncoder
 
@@ -44,6 +46,7 @@ accepts it; an index built with any other model refuses it.
 
 def pooled_module(parts: PooledEncoder) -> Any:
     """The encoder + pooling (+ normalisation) as one torch module of token tensors."""
+    # torch: loaded to export, not by import structret.exporting.onnx_graph
     import torch
     import torch.nn.functional as F
 
@@ -70,7 +73,7 @@ def pooled_module(parts: PooledEncoder) -> Any:
 def export_graph(backbone: TrainableBackbone, path: Path, *, fused: bool = True) -> None:
     """The backbone's pooled encoder as ONNX at ``path``; ``fused``: eager attention and fuse_graph
     (unfused: as exported)."""
-    import torch
+    import torch  # torch: loaded to export, not by import structret.exporting.onnx_graph
 
     parts = optional("backbone", backbone, "pooled_encoder")()  # check_faithful has said it is a PooledEncoder
     sample = backbone.tokenize(["def f(x): return x", "a longer text to give the batch two lengths"], kind="document",
@@ -123,7 +126,7 @@ def fuse_graph(path: Path, config: Any) -> None:
     before = root.level
     root.setLevel(logging.ERROR)  # the optimizer reports each fusion at INFO/WARNING on the root logger
     try:
-        from onnxruntime.transformers import optimizer
+        from onnxruntime.transformers import optimizer  # onnxruntime: the export extra, loaded to fuse a graph only
 
         fused = optimizer.optimize_model(str(path), model_type="bert", num_heads=int(heads), hidden_size=int(hidden),
                                          opt_level=0)
@@ -152,7 +155,7 @@ INT8_LEVELS = {
 def feed_forward_matmuls(graph: Path, hidden: int) -> dict[str, list[str]]:
     """Names of the MatMul nodes of the feed-forward blocks, told apart by their weights' shapes
     (hidden -> intermediate in, intermediate -> hidden out), so any BERT-like naming works."""
-    import onnx
+    import onnx  # onnx: the export extra, loaded to quantize only
 
     model = onnx.load(str(graph), load_external_data=False)
     shapes = {t.name: tuple(t.dims) for t in model.graph.initializer}
@@ -169,6 +172,7 @@ def feed_forward_matmuls(graph: Path, hidden: int) -> dict[str, list[str]]:
 
 
 def quantize(fp32: Path, int8: Path, *, level: str = "none", hidden: int) -> None:
+    # onnx, onnxruntime: the export extra, loaded to quantize only
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -215,8 +219,6 @@ def write_graphs(model: Any, out: Path, *, source: str) -> None:
 def write_onnx(model: Any, run: Path, out: Path, *, shown: Path | None = None,
                echo: Callable[[str], None] = print) -> None:
     """The graphs and tokenizer in ``out``, checked; ``shown``: where they will be (the model card names it)."""
-    from structret.exporting.errors import ExportError
-
     b = model.backbone
     if not getattr(b.tokenizer, "is_fast", False):
         raise ExportError(f"{run}'s tokenizer ({type(b.tokenizer).__name__}) has no tokenizer.json (not a fast "
@@ -231,9 +233,7 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
                min_seconds: float = 1.0, speed: bool = True) -> list[str]:
     """Cosine of each variant to the torch model, then (``speed``) texts/s of each; ExportError
     below the thresholds. The int8 graph is quantized again, keeping more in fp32, until it passes."""
-    import torch
-
-    from structret.exporting.errors import ExportError
+    import torch  # torch: loaded to check an export, not by import structret.exporting.onnx_graph
 
     threads = torch.get_num_threads()  # onnxruntime gets as many threads as torch has: a fair comparison
     reference = {"query": model.encode_query(SAMPLE_QUERIES), "document": model.encode_document(SAMPLE_DOCUMENTS)}
@@ -295,9 +295,6 @@ def write_checked(backbone: TrainableBackbone, backbone_name: str, where: Path, 
     """``where`` as ``structret export --format onnx`` writes it for ``backbone``'s current weights,
     checked against them (cosines only, no speed): what a backbone's ``runtime="onnx"`` encodes
     with. ExportError when the backbone's vectors cannot be exported faithfully."""
-    from structret.models import Model
-    from structret.artifacts import atomic_dir
-
     model = Model(backbone, backbone_name=backbone_name)
     check_faithful(model, where)
     with atomic_dir(where) as tmp:

@@ -11,6 +11,7 @@ import numpy as np
 from structret.contracts import optional
 from structret.exporting.card import model_card
 from structret.exporting.checks import SAMPLE_DOCUMENTS, SAMPLE_QUERIES, FP32_COSINE, cosines
+from structret.exporting.errors import ExportError
 
 USAGE = """\
 ```python
@@ -48,9 +49,8 @@ def write_sentence_transformers(model: Any, run: Path, out: Path, *, shown: Path
 
 def check_sentence_transformers(model: Any, out: Path) -> tuple[np.ndarray, np.ndarray]:
     """Cosines between SentenceTransformer(out) and ``model`` on sample texts; ExportError below FP32_COSINE."""
+    # sentence_transformers: the export extra, loaded to check the folder only
     from sentence_transformers import SentenceTransformer
-
-    from structret.exporting.errors import ExportError
 
     st = SentenceTransformer(str(out), device="cpu")
     q = cosines(st.encode_query(SAMPLE_QUERIES, convert_to_numpy=True), model.encode_query(SAMPLE_QUERIES))
@@ -64,6 +64,6 @@ def check_sentence_transformers(model: Any, out: Path) -> tuple[np.ndarray, np.n
 
 
 def _version() -> str:
-    import sentence_transformers
+    import sentence_transformers  # sentence_transformers: the export extra, loaded for its version only
 
     return sentence_transformers.__version__

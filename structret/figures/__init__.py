@@ -29,10 +29,16 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
+from structret.data import require
+from structret.datasets import load_dataset
 from structret.errors import DataError, StructretError
-from structret.figures.measures import SIMILARITIES
-from structret.figures.projection import PROJECTIONS
+from structret.figures.drawing import draw_embeddings, draw_ranking
+from structret.figures.measures import (SIMILARITIES, alignment, own_nearest, positive_first, ranking_probabilities,
+                                        resolve_scoring)
+from structret.figures.projection import PROJECTIONS, project
 from structret.figures.report import FiguresReport, ModelFigures
+from structret.models import load_model
+from structret.registry import get_registry
 
 __all__ = ["EMBEDDINGS_FILE", "FiguresReport", "ModelFigures", "RANKING_FILE", "aligned_pairs", "plot_figures",
            "sample_pairs"]
@@ -80,9 +86,6 @@ def _check_name(name: str) -> None:
     """Raise load_model's error now, before the data is read or any model loaded, for an unknown
     name or a local path that does not exist: load_model fails on those before loading weights.
     A hub id (org/name) is left to load_model."""
-    from structret.models import load_model  # the module: structret.api imports this package
-    from structret.registry import get_registry
-
     if get_registry().has("backbone", name) or Path(name).exists():
         return
     if "/" not in name or name.startswith(("/", ".", "~")):
@@ -110,15 +113,7 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
 
     Raises StructretError (a sentence) for fewer than two models, an unknown model, an empty
     split, fewer than 2 pairs or more pairs than the split has."""
-    import numpy as np
-
-    from structret.datasets import load_dataset  # the modules: structret.api imports this package
-    from structret.models import load_model
-    from structret.data import require
-    from structret.figures.drawing import draw_embeddings, draw_ranking
-    from structret.figures.measures import (alignment, own_nearest, positive_first, ranking_probabilities,
-                                            resolve_scoring)
-    from structret.figures.projection import project
+    import numpy as np  # numpy: kept out of import structret.api
 
     if len(models) < 2:
         raise StructretError(f"give at least two models to compare (got {len(models)}), e.g. "

@@ -9,17 +9,17 @@ from structret.figures.report import FiguresReport
 
 
 def _pyplot():
-    import matplotlib  # a core dependency, as for bench's results.png
+    import matplotlib  # matplotlib: loaded to draw, kept out of import structret.api
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: after use("Agg"), which pyplot reads when imported
 
     return plt
 
 
 def draw_ranking(report: FiguresReport, path: Path) -> Path:
     """SANTA Fig. 3a: one histogram of p(positive | query) per model, on shared bins over [0, 1]."""
-    import numpy as np
+    import numpy as np  # numpy: kept out of import structret.api
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 4.8))

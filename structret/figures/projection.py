@@ -13,13 +13,13 @@ PROJECTIONS = ("tsne", "umap")
 def project(vectors, method: str = "tsne", *, seed: int = 0):
     """2-D coordinates of ``vectors`` with t-SNE (scikit-learn) or UMAP (umap-learn), on cosine
     distance (how the models score), with a fixed random state."""
-    import numpy as np
+    import numpy as np  # numpy: kept out of import structret.api
 
     vectors = np.asarray(vectors, dtype=np.float32)
     n = len(vectors)
     if method == "tsne":
         try:
-            from sklearn.manifold import TSNE
+            from sklearn.manifold import TSNE  # scikit-learn: the plots extra, loaded for t-SNE only
         except ImportError:
             raise StructretError(_install("scikit-learn", "t-SNE")) from None
         # perplexity must stay below the number of points; 30 is scikit-learn's default
@@ -28,7 +28,7 @@ def project(vectors, method: str = "tsne", *, seed: int = 0):
                     random_state=seed).fit_transform(vectors)
     if method == "umap":
         try:
-            import umap
+            import umap  # umap-learn: the plots extra, loaded for UMAP only
         except ImportError:
             raise StructretError(_install("umap-learn", "UMAP")) from None
         reducer = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="cosine", random_state=seed)

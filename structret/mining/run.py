@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Sequence
 
+from structret import registry
 from structret.contracts import optional
 from structret.errors import DataError
 from structret.mining.rules import RULE_DUPLICATE, RULES, SPLIT_NAMES, check_splits
@@ -154,9 +155,7 @@ def mine(
     row too, its query taken from its structure (``rules.structure_pair``: a leading comment,
     or its name's words and parameters) and recorded in the row's ``pair_kind``.
     """
-    from tqdm import tqdm  # only a mining run pays for it
-
-    from structret.registry import get_registry
+    from tqdm import tqdm  # tqdm: only a mining run pays for it, not by import structret.api
 
     started = time.perf_counter()
     root = Path(src).expanduser().resolve()
@@ -165,7 +164,7 @@ def mine(
     splits = parse_splits(splits)
     if int(workers) < 1 or int(chunk_files) < 1:
         raise ValueError(f"workers={workers}, chunk_files={chunk_files}: both must be at least 1.")
-    miner = get_registry().create("miner", language)
+    miner = registry.get_registry().create("miner", language)
     extensions = tuple(miner.extensions)
     standard_methods = frozenset(optional("miner", miner, "standard_methods", ()))
     out_path = Path(out).expanduser()

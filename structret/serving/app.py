@@ -9,11 +9,15 @@ logged with its traceback and answered with a 500 that names no internals.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from structret.errors import StructretError
+from structret.serving.page import render
 from structret.serving.searcher import open_searcher
 
 log = logging.getLogger("structret.serve")
@@ -70,8 +74,6 @@ def _too_long(size: str, limits: Limits) -> str:
 
 async def read_json_body(request: Any, limits: Limits) -> dict[str, Any]:
     """The JSON object of a POST, read no further than the limit allows (413 beyond it)."""
-    import json
-
     # UTF-8 takes at most 4 bytes a character, escapes 6 (\uXXXX); a little room for k and the braces
     most = limits.max_query_chars * 6 + 1024
     declared = request.headers.get("content-length", "")
@@ -95,8 +97,6 @@ async def read_json_body(request: Any, limits: Limits) -> dict[str, Any]:
 def require_web_stack() -> None:
     """StructretError naming the install command when a package the app runs on is missing
     (an environment installed before serve existed, or with --no-deps)."""
-    import importlib.util
-
     missing = [name for name in ("starlette", "uvicorn", "pygments") if _missing(importlib.util, name)]
     if missing:
         raise StructretError(f"structret serve needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
@@ -105,8 +105,6 @@ def require_web_stack() -> None:
 
 
 def _missing(util: Any, name: str) -> bool:
-    import sys
-
     if name in sys.modules:
         return sys.modules[name] is None  # None: imports of it fail (as a test sets it)
     return util.find_spec(name) is None
@@ -126,12 +124,11 @@ def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
     cannot be used, before any request is served.
     """
     require_web_stack()  # before minutes of loading, not after
+    # starlette: loaded to serve, kept out of import structret.api
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
-
-    from structret.serving.page import render
 
     searcher = open_searcher(index, model, extractor=extractor, extractor_options=extractor_options,
                              language=language, verify=verify, model_options=model_options)

@@ -24,7 +24,9 @@ from structret import defaults
 from structret.artifacts import CHECKSUMS_FILE
 from structret.errors import PluginError, StructretError
 from structret.contracts import optional
+from structret.models import Model, load_model, open_model
 from structret.records import Entity, Layout, Span
+from structret.search_index import SearchIndex, load_index
 from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python
 
 log = logging.getLogger("structret.serve")
@@ -171,8 +173,6 @@ class Searcher:
         if now is None or now in (self._loaded, self._seen):
             return
         self._seen = now  # tried once per version on disk, not once per query
-        from structret.search_index import load_index
-
         try:
             fresh = load_index(self.index.path, verify=self._verify)
             fresh.use(self.model)
@@ -235,9 +235,6 @@ def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None
     the index records; ``model_options`` go to its backbone, e.g. ``runtime="onnx-int8"``),
     and choose the entity extractor. Raises StructretError with a sentence for the user when
     any of them cannot be used."""
-    from structret.search_index import SearchIndex, load_index
-    from structret.models import Model, load_model, open_model
-
     if not isinstance(index, SearchIndex):
         index = load_index(os.fspath(index), verify=verify)
         if index.texts_note:

@@ -8,6 +8,7 @@ import sys
 from typing import Any, Callable
 
 from structret.errors import StructretError
+from structret.serving.app import create_app, require_web_stack
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -40,10 +41,8 @@ def serve(index: Any, model: Any = None, *, host: str = DEFAULT_HOST, port: int 
           echo: Callable[[str], None] | None = None, **app_options: Any) -> None:
     """Load ``index`` and its model (see :func:`structret.serving.create_app`), then answer
     requests on ``host:port`` until interrupted."""
-    from structret.serving.app import create_app, require_web_stack
-
     require_web_stack()
-    import uvicorn
+    import uvicorn  # uvicorn: loaded to serve, kept out of import structret.api
 
     echo = echo or (lambda line: print(line, file=sys.stderr))
     logger = logging.getLogger("structret.serve")

@@ -16,6 +16,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from structret.artifacts import cache_dir
+from structret.data import load_dataset
+from structret.retrieval import make_retriever
 from structret.suites.files import SuiteError
 from structret.suites.table import BenchTable
 
@@ -69,10 +72,8 @@ def _group(name: str) -> str:
 def coir_table(root: str | os.PathLike, systems: list[str], *, batch_size: int = 32, limit: int | None = None,
                vector_cache: bool = True, split: str = "test") -> BenchTable:
     """Every system on every task under ``root``: nDCG@10 per task and their mean (CoIR's table)."""
-    from structret.artifacts import cache_dir
-    from structret.data import load_dataset
+    # numpy: loaded to score, not by import structret.suites.coir
     from structret.evaluation import evaluate_retriever, make_protocol
-    from structret.retrieval import make_retriever
 
     tasks = find_tasks(root)
     protocols, notes = [], []

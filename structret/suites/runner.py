@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from structret.artifacts import cache_dir
+from structret.data import load_dataset, parse_data_spec
+from structret.models import new_model
+from structret.registry import get_registry
+from structret.retrieval import make_retriever, resolve_system
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 # recipe fields that do not change what a run computes
@@ -41,7 +46,7 @@ class DataSpec:
 def resolve_spec(spec: str) -> str:
     """``stdlib`` -> the mined standard library's ``codesearchnet:PATH`` (mined once)."""
     if spec == "stdlib":
-        from structret.bench import stdlib_path
+        from structret.bench import stdlib_path  # numpy: loaded to mine the stdlib, not by import structret.suites
 
         return f"codesearchnet:{stdlib_path()}"
     return spec
@@ -80,8 +85,6 @@ def _hash(value: Any) -> str:
 
 
 def cache_root() -> Path:
-    from structret.bench import cache_dir
-
     return cache_dir()
 
 
@@ -135,6 +138,7 @@ class Runner:
         return self.root / "runs" / f"{recipe.name or 'recipe'}-{_hash(identity)}"
 
     def train(self, recipe: Any, data: DataSpec) -> Path:
+        # torch: loaded to train, not by import structret.suites
         from structret import training
         from structret.training import checkpoints
 
@@ -156,9 +160,7 @@ class Runner:
 
     def init_model(self, backbone: str, options: str, data: DataSpec) -> str:
         """A fresh from-scratch model whose tokenizer is learned from the training split (cached)."""
-        from structret.models import new_model
-        from structret.data import load_dataset
-        from structret.recipes import parse_options_field
+        from structret.recipes import parse_options_field  # pydantic: not by import structret.suites
 
         directory = self.root / "init" / _hash({"v": CACHE_VERSION, "backbone": backbone, "options": options,
                                                  "data": data.identity(data.train_split)})
@@ -174,16 +176,13 @@ class Runner:
     def check(self, cell: Cell, data: DataSpec) -> None:
         """Raise now if any recipe, plugin or option the cell names is unknown: a whole table's
         typo must not surface after its first rows have trained for an hour."""
-        from structret.data import parse_data_spec
-        from structret.recipes import check_plugins, resolve_recipe
-        from structret.registry import get_registry
-        from structret.retrieval import resolve_system
+        from structret.recipes import check_plugins, resolve_recipe  # pydantic: not by import structret.suites
 
         get_registry().check("dataset", parse_data_spec(data.spec)[0])
         if cell.lexical:
             get_registry().check("retriever", cell.lexical)
             if cell.fusion:
-                from structret.fusion import parse
+                from structret.fusion import parse  # numpy: not by import structret.suites
 
                 parse(cell.fusion)
         if cell.system:
@@ -205,7 +204,7 @@ class Runner:
         return f"{cell.lexical}+{system}", {**options, "fusion": cell.fusion or None}
 
     def _build(self, cell: Cell, data: DataSpec) -> tuple[str, dict[str, Any]]:
-        from structret.recipes import resolve_recipe, run_plugins
+        from structret.recipes import resolve_recipe, run_plugins  # pydantic: not by import structret.suites
 
         if cell.system:
             return cell.system, {}
@@ -241,7 +240,7 @@ class Runner:
     def system_identity(self, system: str, options: dict[str, Any]) -> dict[str, Any]:
         lexical, plus, dense = system.partition("+")
         if plus and not Path(system).exists() and "fusion" in options:  # a hybrid cell: its model's identity
-            from structret.fusion import parse
+            from structret.fusion import parse  # numpy: not by import structret.suites
 
             rest = {k: v for k, v in options.items() if k != "fusion"}
             return {"lexical": lexical, "fusion": parse(options["fusion"]).spec,
@@ -259,6 +258,7 @@ class Runner:
     def evaluate(self, system: str, options: dict[str, Any], data: DataSpec, split: str | None = None
                  ) -> dict[str, Any]:
         """Scores of ``system`` on ``split`` of ``data`` (its test split by default), cached."""
+        # numpy: loaded to score, not by import structret.suites
         from structret.evaluation import evaluate_retriever, make_protocol
 
         split = split or data.test_split
@@ -269,11 +269,8 @@ class Runner:
             self.reused_evals.append(system)
             print(f"  reusing the evaluation of {system} on {data.label} [{split}] ({path.name})", file=sys.stderr)
             return json.loads(path.read_text(encoding="utf-8"))
-        from structret.retrieval import make_retriever
 
         if (data.key, split) not in self._eval_sets:
-            from structret.data import load_dataset
-
             dataset = load_dataset(data.spec, split=split, options=data.options)
             print(dataset.stats.summary(), file=sys.stderr)
             self._eval_sets[(data.key, split)] = (dataset, make_protocol(dataset, self.limit))
@@ -297,7 +294,7 @@ def _reseed(recipe: Any, offset: int) -> Any:
 
 def _as_options(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """Backbone options given as "k=v,k2=v2" (a suite file, --set backbone_options=...) or a dict."""
-    from structret.recipes import parse_options_field
+    from structret.recipes import parse_options_field  # pydantic: not by import structret.suites
 
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if v is not None}

@@ -75,10 +75,10 @@ class BenchTable:
 
     def plot(self, path: str | os.PathLike) -> None:
         """A bar chart of the same numbers: one panel per dataset x metric, measured beside paper."""
-        import matplotlib
+        import matplotlib  # matplotlib: loaded to draw, not by import structret.suites
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # matplotlib: after use("Agg"), which pyplot reads when imported
 
         measured: list[dict[str, Any] | None] = [c for c in self.columns if c["kind"] == "measured"]
         paper_of = {(c["dataset"], c["metric"]): c for c in self.columns if c["kind"] == "paper"}

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from structret.precision import autocast_faster
+
 log = logging.getLogger("structret.train")
 
 
@@ -45,15 +47,15 @@ def bf16_training(dtype: str) -> bool:
     """Whether a recipe's ``dtype`` trains under bf16 autocast: "auto" as structret.precision measured."""
     if dtype != "auto":
         return dtype == "bf16"
-    from structret import precision
 
-    bf16 = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else precision.autocast_faster()
+    bf16 = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else autocast_faster()
     log.info("dtype=auto trains in %s", "bf16" if bf16 else "fp32")
     return bf16
 
 
 def make_accelerator(recipe: Any) -> Any:
     """One process, or one of the processes ``accelerate launch`` / ``torchrun`` started."""
+    # accelerate: loaded to train, not by import structret.training
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs

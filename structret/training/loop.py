@@ -17,8 +17,10 @@ from tqdm.auto import tqdm
 
 from structret.artifacts import verify_checksums
 from structret.contracts import check_needs, optional, run_check
+from structret.data import parse_data_spec
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
+from structret.models import trained_model
 from structret.recipes import Recipe, write_recipe
 from structret.registry import get_registry
 from structret.training.gradcache import check as check_grad_cache
@@ -49,8 +51,6 @@ def create_backbone(recipe: Recipe, weights: str | Path | None = None, *, verify
     """The recipe's backbone with ``weights``, a checkpoint the caller has checked (resume), or
     else with ``recipe.model``, which may be a run directory or checkpoint: checked here, unless
     ``verify`` is False."""
-    from structret.models import trained_model
-
     model = str(weights) if weights is not None else recipe.model
     trained = trained_model(model, verify=verify) if model and weights is None else None
     if trained is not None:  # --model RUN (or a checkpoint): continue from its saved model
@@ -67,8 +67,6 @@ def _text_format(recipe: Recipe) -> TextFormat:
 
 
 def _data_options(recipe: Recipe) -> dict[str, Any]:
-    from structret.data import parse_data_spec
-
     return recipe.options(get_registry().get("dataset", parse_data_spec(recipe.data)[0]).name)
 
 
@@ -84,6 +82,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     step's checkpoint is written. ``verify=False`` uses the checkpoint, or a run given as
     ``recipe.model``, even if its files do not match its checksums.json (a warning says so).
     """
+    # transformers: loaded to train, not by import structret.training
     from transformers import get_linear_schedule_with_warmup
 
     if not recipe.data:
