@@ -223,3 +223,27 @@ def test_import_structret_loads_no_torch_until_a_model_is():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
     with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
         structret.nosuch  # noqa: B018
+
+
+def test_the_api_names_load_on_first_use_and_help_loads_none_of_them():
+    """structret.api hands each name on from the module that defines it, imported when first used:
+    its table and its type-checking imports name the same things, every name resolves, and the
+    command line's --help imports none of the modules behind them."""
+    import ast
+
+    import structret.api as api
+
+    source = ast.parse(Path(api.__file__).read_text(encoding="utf-8"))
+    typed = {(node.module, alias.name) for block in source.body
+             if isinstance(block, ast.If) and getattr(block.test, "id", "") == "TYPE_CHECKING"
+             for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert typed == {(module, name) for name, module in api._LAZY.items()}
+    assert set(api.__all__) == set(api._LAZY) | {"KINDS", "PluginWarning", "defaults", "broken_plugins",
+                                                "describe_plugin", "list_plugins", "plugin_of_error"}
+    assert all(getattr(api, name) is not None for name in api.__all__)
+    code = ("import sys\nfrom structret.cli import cli\n"
+            "try:\n    cli(['--help'])\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {sorted(set(api._LAZY.values()))!r} if m in sys.modules))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr

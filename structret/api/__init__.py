@@ -4,31 +4,67 @@
     index = structret.build_index(model, "codesearchnet:corpus.jsonl.gz", split="test")
     hits = index.search(model, "read a config file", k=5)
 
-torch and transformers are imported only when a model is loaded or trained.
+torch and transformers are imported only when a model is loaded or trained, and each name
+below is imported when it is first used: ``structret --help`` and ``import structret.api`` pay
+only for the registry.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from structret import defaults
-from structret.api.datasets import filter_pairs
-from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
-from structret.api.plugins import (KINDS, PluginWarning, broken_plugins, check_names, describe_plugin, list_plugins,
-                                   plugin_of_error)
-from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
-from structret.api.sources import SourceIndexResult, index_source
-from structret.api.tables import TableRun, bench_coir, bench_dataset, bench_recipes, bench_suite, bench_systems
-from structret.api.updates import UpdateResult, update_index
-from structret.artifacts import unverified, verify_tree
-from structret.data import parse_options
-from structret.datasets import load_dataset
-from structret.exporting import export_run
-from structret.extraction import extract_file
-from structret.figures import plot_figures
-from structret.linearization import linearize_file
-from structret.models import Model, check_from_scratch, load_model, new_model, open_model
-from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
-from structret.negatives import NegativeFilter, mine_negatives
-from structret.plugin_tables import parse_settings
-from structret.search_index import Hit, SearchIndex, build_index, index_embeddings, load_index, parse_fusion
-from structret.serving import serve
+from structret.api.plugins import KINDS, PluginWarning, broken_plugins, describe_plugin, list_plugins, plugin_of_error
+
+if TYPE_CHECKING:
+    from structret.api.checks import check_names
+    from structret.api.datasets import filter_pairs
+    from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
+    from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
+    from structret.api.sources import SourceIndexResult, index_source
+    from structret.api.tables import TableRun, bench_coir, bench_dataset, bench_recipes, bench_suite, bench_systems
+    from structret.api.updates import UpdateResult, update_index
+    from structret.artifacts import unverified, verify_tree
+    from structret.data import parse_options
+    from structret.datasets import load_dataset
+    from structret.exporting import export_run
+    from structret.extraction import extract_file
+    from structret.figures import plot_figures
+    from structret.linearization import linearize_file
+    from structret.models import Model, check_from_scratch, load_model, new_model, open_model
+    from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
+    from structret.negatives import NegativeFilter, mine_negatives
+    from structret.plugin_tables import parse_settings
+    from structret.search_index import Hit, SearchIndex, build_index, index_embeddings, load_index, parse_fusion
+    from structret.serving import serve
+
+# the module that defines each name, imported on first use (the lightness the docstring promises);
+# tests/test_api.py checks this table and the imports above name the same things
+_LAZY_MODULES = {
+    "structret.api.checks": ("check_names",),
+    "structret.api.datasets": ("filter_pairs",),
+    "structret.api.encoding": ("EncodeResult", "encode_dataset", "encoding_shard"),
+    "structret.api.runs": ("Run", "evaluate", "list_recipes", "train", "tune_fusion"),
+    "structret.api.sources": ("SourceIndexResult", "index_source"),
+    "structret.api.tables": (
+        "TableRun", "bench_coir", "bench_dataset", "bench_recipes", "bench_suite", "bench_systems"),
+    "structret.api.updates": ("UpdateResult", "update_index"),
+    "structret.artifacts": ("unverified", "verify_tree"),
+    "structret.data": ("parse_options",),
+    "structret.datasets": ("load_dataset",),
+    "structret.exporting": ("export_run",),
+    "structret.extraction": ("extract_file",),
+    "structret.figures": ("plot_figures",),
+    "structret.linearization": ("linearize_file",),
+    "structret.models": ("Model", "check_from_scratch", "load_model", "new_model", "open_model"),
+    "structret.mining": ("DEFAULT_EXCLUDE", "mine", "parse_splits"),
+    "structret.negatives": ("NegativeFilter", "mine_negatives"),
+    "structret.plugin_tables": ("parse_settings",),
+    "structret.search_index": ("Hit", "SearchIndex", "build_index", "index_embeddings", "load_index", "parse_fusion"),
+    "structret.serving": ("serve",),
+}
+_LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 __all__ = [
     "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "NegativeFilter", "PluginWarning", "Run",
@@ -40,3 +76,16 @@ __all__ = [
     "parse_settings", "parse_splits", "plot_figures", "plugin_of_error", "serve", "train", "tune_fusion",
     "unverified", "update_index", "verify_tree",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'structret.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next use is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

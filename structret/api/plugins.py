@@ -1,20 +1,15 @@
-"""What is installed: the plugins by kind, one plugin's options, and a check of every name and
-option a pipeline is given before any data is read (a typo costs a second, not a corpus'
-encoding). The command line's ``plugins`` command and its checks before work are these."""
+"""What is installed: the plugins by kind and one plugin's options (the command line's ``plugins``
+command), and whose code an unexpected error came from. Light: ``structret --help`` imports it."""
 
 from __future__ import annotations
 
 import difflib
 from typing import Any, Sequence
 
-from structret.data import parse_data_spec
 from structret.errors import StructretError
-from structret.models import trained_model
 from structret.registry import KINDS, BrokenPlugin, PluginEntry, PluginWarning, get_registry
-from structret.retrieval import resolve_system
 
-__all__ = ["KINDS", "PluginWarning", "broken_plugins", "check_names", "describe_plugin", "list_plugins",
-           "plugin_of_error"]
+__all__ = ["KINDS", "PluginWarning", "broken_plugins", "describe_plugin", "list_plugins", "plugin_of_error"]
 
 # kinds whose options a run's recipe holds, as a [NAME] table or --set NAME.KEY=VALUE
 _RECIPE_KINDS = ("objective", "backbone", "linearizer", "dataset")
@@ -66,35 +61,6 @@ def describe_plugin(name: str, kind: str | None = None) -> str:
             lines.append("(read off the factory's signature: the plugin declares no options model)")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
-
-
-def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None = None, backbone: str | None = None,
-                model: str | None = None, backbone_options: dict[str, Any] | None = None, index: str | None = None,
-                index_options: dict[str, Any] | None = None, systems: Sequence[str] = (),
-                retriever: str | None = None, miner: str | None = None) -> None:
-    """PluginError (or ArtifactError for a damaged run) unless every plugin named exists and takes
-    the options given: names first (no plugin module is imported for them), options after (their
-    factories' signatures or options models). ``data``: FORMAT:PATH specs; ``model``: a run
-    decides the backbone; ``systems``: what ``structret bench --system`` takes."""
-    registry = get_registry()
-    formats = [parse_data_spec(spec)[0] for spec in data if spec]
-    for fmt in formats:
-        registry.check("dataset", fmt)
-    if model:
-        trained = trained_model(model)
-        if trained is not None:  # a run: it decides the backbone
-            backbone = trained.backbone
-    for kind, name in (("backbone", backbone), ("index", index), ("retriever", retriever), ("miner", miner)):
-        if name:
-            registry.check(kind, name)
-    for system in systems:
-        resolve_system(system)
-    if index and index_options:
-        registry.check("index", index, index_options)
-    if backbone and backbone_options:
-        registry.check("backbone", backbone, backbone_options)
-    for fmt in formats if data_options else ():
-        registry.check("dataset", fmt, data_options)
 
 
 def plugin_of_error(exc: BaseException) -> tuple[str, str] | None:
