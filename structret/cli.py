@@ -561,7 +561,8 @@ def search(index_dir, queries, k, lines, no_verify):
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--extractor", "-e", metavar="NAME",
               help="The entities to mark in hits: a registered extractor, or none. Default: the one the model's "
-                   "run masked (mep.extractor); for other models python-tokenize when the texts are Python, else none.")
+                   "run learned entities with (its structret.json records it per language); for other models "
+                   "python-tokenize when the texts are Python, else none.")
 @click.option("--extractor-option", "extractor_options", multiple=True, metavar="KEY=VALUE",
               help="Option of --extractor, repeatable (e.g. node_types=identifier).")
 @click.option("--language", "-l",
