@@ -326,10 +326,11 @@ NOT_A_PLUGIN = {
     ("structret/testing.py", "python"), ("structret/serving/entities.py", "python"),  # the language
     ("structret/serving/searcher.py", "python"),
     ("structret/models.py", "t5"), ("structret/testing.py", "t5"),  # a config's model_type; a tiny test model
+    ("structret/suites/coir.py", "cosqa"),  # a CoIR task's folder name
 }
 # Plugin names still in core, owned by work in progress: the CoIR suite (its name is its reader's),
 # until suites move to a plugin package. Each must still be a violation.
-KNOWN_PLUGIN_NAMES = {"structret/suites/coir.py: 'coir'", "structret/suites/coir.py: 'cosqa'", "structret/cli.py: 'coir'"}
+KNOWN_PLUGIN_NAMES = {"structret/suites/coir.py: 'coir'", "structret/cli.py: 'coir'"}
 
 
 def registered_names(modules: dict[str, Module]) -> dict[str, str]:
