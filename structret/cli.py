@@ -946,11 +946,11 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         raise click.UsageError(f"--tune {tune_split} would choose the fusion on the split that is scored; tune on "
                                f"another split (e.g. --tune valid)")
     if not data:
-        dataset = api.bench_dataset(split=split)
+        dataset = api.default_dataset(split=split)
     else:
         dataset = _read(data[0], split or "test", data_options, need=("documents", "queries"))
     tune = _read(data[0], tune_split, data_options, need=("documents", "queries")) if tune_split else None
-    result = api.bench_systems(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
+    result = api.run_bench(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
                        fusion=fusion_spec, tune=tune, tune_measure=tune_measure)
     click.echo(result.markdown())
     if json_out:
@@ -971,7 +971,7 @@ def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vec
                                f"leave out {', '.join(given)}")
     systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE]
     _preflight(data=(), data_options=(), systems=systems)
-    table = api.bench_coir(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
+    table = api.coir_table(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
                        split=split or "test")
     click.echo(table.markdown())
     paths = table.write(out or "bench-out/coir")

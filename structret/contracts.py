@@ -264,7 +264,7 @@ def members(protocol: type) -> tuple[str, ...]:
 _ROLES = {"contrastive": ContrastiveObjective, "corruption": CorruptionObjective, "auxiliary": AuxiliaryObjective}
 _ROLE_MEMBERS = {role: tuple(m for m in members(p) if m not in members(Objective)) for role, p in _ROLES.items()}
 _MEMBERS = tuple(m for m in members(Objective) if m not in ("name", "role"))
-_BY_MEMBER = {m: [r for r in _ROLES if _ROLE_MEMBERS[r] == (m,)] for m in dict.fromkeys(sum(_ROLE_MEMBERS.values(), ()))}
+_BY_MEMBER = {m: [r for r in _ROLES if m in _ROLE_MEMBERS[r]] for m in dict.fromkeys(sum(_ROLE_MEMBERS.values(), ()))}
 RULES["objective-members"] = (
     f"an objective has {', '.join(members(Objective))} (inherit structret.plugin.ObjectiveDefaults for the "
     f"optional ones), plus " + " or ".join(f"{m} ({', '.join(roles)})" for m, roles in _BY_MEMBER.items()))

@@ -34,7 +34,7 @@ def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def parse_options_field(text: str) -> dict[str, Any]:
-    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": 1, "strict": False}`` (the old
+    """``"informed_layers=1,strict=false"`` -> ``{"informed_layers": "1", "strict": "false"}`` (the old
     backbone_options and data_options strings). A comma starts a new pair only before ``KEY=``, so a
     value may hold commas: ``"aspect_slots=brand,color"`` is one option."""
     try:
@@ -141,9 +141,10 @@ class Settings:
         if isinstance(value, dict) and key == "plugins":  # a resolved recipe's to_dict(): like a file's tables
             for name, table in value.items():
                 self.items.append(("table", name, dict(table), where, False))
-        elif key in SLOT_FIELDS and not from_file:  # --backbone-option/--data-option, as pairs or a dict
+        elif key.replace("-", "_") in SLOT_FIELDS:  # backbone_options / data_options: "K=V,..." pairs, or a dict
+            key = key.replace("-", "_")
             options = parse_options_field(value) if isinstance(value, str) else dict(value)
-            self.items.append(("slot", SLOT_FIELDS[key], options, where, False))
+            self.items.append(("slot", SLOT_FIELDS[key], options, where, from_file))
         elif isinstance(value, dict):  # [name] table
             self.items.append(("table", key, dict(value), where, not from_file))
         elif "." in key:  # name.option
@@ -153,9 +154,6 @@ class Settings:
             key = key.replace("-", "_")
             if key in self.core_fields:
                 self.core[key] = value
-            elif key in SLOT_FIELDS:
-                options = parse_options_field(value) if isinstance(value, str) else dict(value)
-                self.items.append(("slot", SLOT_FIELDS[key], options, where, from_file))
             else:
                 self.items.append(("loose", key, value, where, from_file))
 

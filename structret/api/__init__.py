@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
     from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
     from structret.api.sources import SourceIndexResult, index_source
-    from structret.api.tables import TableRun, bench_coir, bench_dataset, bench_recipes, bench_suite, bench_systems
+    from structret.api.tables import TableRun, bench_recipes, bench_suite
     from structret.api.updates import UpdateResult, update_index
     from structret.artifacts import unverified, verify_tree
+    from structret.bench import default_dataset, run_bench
     from structret.data import parse_options
     from structret.datasets import load_dataset
     from structret.exporting import export_run
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from structret.plugin_tables import parse_settings
     from structret.search_index import Hit, SearchIndex, build_index, index_embeddings, load_index, parse_fusion
     from structret.serving import serve
+    from structret.suites.coir import coir_table
 
 # the module that defines each name, imported on first use (the lightness the docstring promises);
 # tests/test_api.py checks this table and the imports above name the same things
@@ -47,10 +49,10 @@ _LAZY_MODULES = {
     "structret.api.encoding": ("EncodeResult", "encode_dataset", "encoding_shard"),
     "structret.api.runs": ("Run", "evaluate", "list_recipes", "train", "tune_fusion"),
     "structret.api.sources": ("SourceIndexResult", "index_source"),
-    "structret.api.tables": (
-        "TableRun", "bench_coir", "bench_dataset", "bench_recipes", "bench_suite", "bench_systems"),
+    "structret.api.tables": ("TableRun", "bench_recipes", "bench_suite"),
     "structret.api.updates": ("UpdateResult", "update_index"),
     "structret.artifacts": ("unverified", "verify_tree"),
+    "structret.bench": ("default_dataset", "run_bench"),
     "structret.data": ("parse_options",),
     "structret.datasets": ("load_dataset",),
     "structret.exporting": ("export_run",),
@@ -63,17 +65,18 @@ _LAZY_MODULES = {
     "structret.plugin_tables": ("parse_settings",),
     "structret.search_index": ("Hit", "SearchIndex", "build_index", "index_embeddings", "load_index", "parse_fusion"),
     "structret.serving": ("serve",),
+    "structret.suites.coir": ("coir_table",),
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 __all__ = [
     "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "NegativeFilter", "PluginWarning", "Run",
-    "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_coir", "bench_dataset", "bench_recipes",
-    "bench_suite", "bench_systems", "broken_plugins", "build_index", "check_from_scratch", "check_names", "defaults",
+    "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_recipes",
+    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "coir_table", "default_dataset", "defaults",
     "describe_plugin", "encode_dataset", "encoding_shard", "evaluate", "export_run", "extract_file", "filter_pairs",
     "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_dataset",
     "load_index", "load_model", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
-    "parse_settings", "parse_splits", "plot_figures", "plugin_of_error", "serve", "train", "tune_fusion",
+    "parse_settings", "parse_splits", "plot_figures", "plugin_of_error", "run_bench", "serve", "train", "tune_fusion",
     "unverified", "update_index", "verify_tree",
 ]
 

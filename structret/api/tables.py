@@ -1,7 +1,8 @@
-"""Results tables, as ``structret bench`` prints them: systems scored on one dataset, recipes
-trained and scored on datasets, a paper's suite, and CoIR's leaderboard table. Each returns
-the table (``markdown()``; ``write(out)`` or ``write_json(path)``); training and scoring are
-cached under ``STRUCTRET_CACHE``, so a second call recomputes only what changed."""
+"""``structret bench``'s tables of trained rows: recipes trained and scored on datasets, and a
+paper's suite, each with what making it trained and reused. Training and scoring are cached
+under ``STRUCTRET_CACHE``, so a second call recomputes only what changed. (Systems on one
+dataset and CoIR's table are ``structret.bench.run_bench`` and ``structret.suites.coir.coir_table``,
+which ``structret.api`` hands on as they are.)"""
 
 from __future__ import annotations
 
@@ -24,24 +25,6 @@ class TableRun:
     def summary(self) -> str:
         return (f"trained {self.trained}, reused {self.reused_runs} runs; evaluated {self.evaluated}, "
                 f"reused {self.reused_evals}")
-
-
-def bench_dataset(split: str | None = None) -> Dataset:
-    """The installed Python standard library mined into CodeSearchNet rows (cached): ``bench``'s default data."""
-    from structret.bench import default_dataset  # numpy: kept out of import structret.api
-
-    return default_dataset(split=split)
-
-
-def bench_systems(dataset: Dataset, systems: Sequence[str], *, batch_size: int = 32, limit: int | None = None,
-                  vector_cache: bool = True, fusion: Any = None, tune: Dataset | None = None,
-                  tune_measure: str | None = None) -> Any:
-    """Each system (a retriever, a backbone, a run, or LEXICAL+DENSE) scored on ``dataset`` with its
-    task's protocol; ``fusion`` or the fusion best on ``tune`` for hybrids (structret.bench.run_bench)."""
-    from structret.bench import run_bench  # numpy: kept out of import structret.api
-
-    return run_bench(dataset, list(systems), batch_size=batch_size, limit=limit, vector_cache=vector_cache,
-                     fusion=fusion, tune=tune, tune_measure=tune_measure)
 
 
 def bench_recipes(recipes: Sequence[str], data: Sequence[str] = (), *, data_options: dict[str, Any] | None = None,
@@ -75,15 +58,6 @@ def bench_suite(suite: str, data: Sequence[str] = (), *, data_options: dict[str,
                           settings=settings or {}, backbone=backbone, runner=runner, rows=list(rows) or None,
                           seeds=seeds)
     return _ran(table, runner)
-
-
-def bench_coir(root: str, systems: Sequence[str], *, batch_size: int = 32, limit: int | None = None,
-               vector_cache: bool = True, split: str = "test") -> Any:
-    """Every system on every CoIR task folder under ``root``: nDCG@10 per task and their mean."""
-    # suites: ~15 ms (statistics, tomllib, 5 modules) kept out of import structret.api
-    from structret.suites.coir import coir_table
-
-    return coir_table(root, list(systems), batch_size=batch_size, limit=limit, vector_cache=vector_cache, split=split)
 
 
 def _ran(table: Any, runner: Any) -> TableRun:

@@ -216,8 +216,7 @@ class Searcher:
         entities, note = (), None
         if self.marker is not None:
             title = next((f for f in layout.fields if f.name == "title"), None)
-            body = layout.body
-            assert body is not None  # read_layout always gives one (the whole text when nothing else fits)
+            body = layout.body or Span("text", 0, len(hit.text))  # a Layout may name no body: mark the whole text
             try:
                 entities = tuple(self.marker.entities(hit.text, body.start, body.end,
                                                       title=hit.text[title.start:title.end] if title else None))
