@@ -7,7 +7,7 @@ fast and loads neither torch nor numpy.
 from structret.hookspecs import hookimpl
 
 _API = ("EncodeResult", "Hit", "Model", "Run", "SearchIndex", "build_index", "encode_dataset", "evaluate",
-        "index_embeddings", "load_dataset", "load_index", "load_model", "new_model", "open_model", "plot_figures", "train",
+        "index_embeddings", "load_dataset", "load_index", "load_model", "new_model", "open_model", "train",
         "tune_fusion", "UpdateResult", "update_index")
 
 __all__ = ["hookimpl", *_API]

@@ -39,8 +39,16 @@ DEBUG_ENV = "STRUCTRET_DEBUG"
 
 
 class _Group(click.Group):
-    """Every error as one message, not a traceback: structret's own as they are, any other naming the
-    plugin whose code raised it (the traceback with --debug or STRUCTRET_DEBUG=1)."""
+    """Core's commands and those plugins add (``register_commands``); every error as one message, not a
+    traceback: structret's own as they are, any other naming the plugin whose code raised it (the
+    traceback with --debug or STRUCTRET_DEBUG=1)."""
+
+    def list_commands(self, ctx):
+        return sorted([*super().list_commands(ctx), *api.command_names(taken=list(self.commands))])
+
+    def get_command(self, ctx, name):
+        # core's commands first: running one of them never loads a plugin's command module
+        return super().get_command(ctx, name) or api.load_command(name)
 
     def invoke(self, ctx):
         try:
@@ -50,6 +58,9 @@ class _Group(click.Group):
             ctx.exit(1)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:  # `structret plugins | head`: the reader has all it wants; not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush fails quietly
+            ctx.exit(0)
         except Exception as exc:  # noqa: BLE001 - the one boundary between the user and any code's bug
             if ctx.params.get("debug") or os.environ.get(DEBUG_ENV, "").strip() in ("1", "true", "yes"):
                 raise
@@ -828,8 +839,9 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
                    "--data-root: every --system on every CoIR task folder). "
                    "Example: --suite khan-jang --set max_steps=20")
 @click.option("--data-root", "data_root", type=click.Path(), metavar="PATH",
-              help="With --suite coir: the folder holding one CoIR task folder per task (corpus.jsonl, queries.jsonl, "
-                   "qrels/test.tsv). Example: --suite coir --data-root coir-data --system bm25 --system minilm")
+              help="With a --suite built from folders of data: the folder holding them, e.g. one CoIR task folder "
+                   "per task (corpus.jsonl, queries.jsonl, qrels/test.tsv). "
+                   "Example: --suite coir --data-root coir-data --system bm25 --system minilm")
 @click.option("--row", "row_labels", multiple=True, metavar="LABEL",
               help="With --suite: run only these rows (repeatable). Example: --suite attempt --row ATTEMPT --row BIBERT")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
@@ -902,8 +914,8 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
     if (fusion or tune_split) and (suite or recipes or data_root):
         raise click.UsageError("--fusion and --tune go with --system tables (hybrid systems such as bm25+minilm)")
-    if suite == "coir" or data_root:
-        _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache,
+    if data_root or suite and api.suite_needs_root(suite):
+        _bench_folders(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache,
                     {"--data": data, "--data-option": data_options, "--recipe": recipes, "--finetune": finetune,
                      "--zero-shot": zero_shot, "--set": settings, "--backbone": backbone, "--row": row_labels,
                      "--seeds": seeds > 1, "--json": json_out})
@@ -958,84 +970,29 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         click.echo(f"wrote {json_out}", err=True)
 
 
-def _bench_coir(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache, others) -> None:
-    """``bench --suite coir --data-root PATH``: CoIR's table (structret.suites.coir)."""
-    if suite != "coir":
-        raise click.UsageError("--data-root goes with --suite coir (the CoIR tasks under it)")
+def _bench_folders(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache, others) -> None:
+    """``bench --suite NAME --data-root PATH``: a suite built from folders of data (CoIR's)."""
+    if not suite:
+        raise click.UsageError("--data-root goes with --suite NAME, a suite built from folders of data "
+                               "('structret plugins --kind suite' lists the suites), e.g. --suite coir")
+    if not api.suite_needs_root(suite):
+        raise click.UsageError(f"--data-root goes with a suite built from folders of data; '{suite}' is not one "
+                               f"('structret plugins --kind suite' lists them): leave out --data-root")
     if not data_root:
-        raise click.UsageError("--suite coir needs --data-root PATH: the folder holding the CoIR task folders "
-                               "(each with corpus.jsonl, queries.jsonl, qrels/test.tsv), e.g. --data-root coir-data")
+        raise click.UsageError(f"--suite {suite} is built from folders of data: give --data-root PATH, the folder "
+                               f"holding them (for coir: one task folder each with corpus.jsonl, queries.jsonl, "
+                               f"qrels/test.tsv), e.g. --data-root coir-data")
     given = [flag for flag, value in others.items() if value]
     if given:
-        raise click.UsageError(f"--suite coir takes --data-root, --system, --split, --limit, --batch-size, --out; "
+        raise click.UsageError(f"--suite {suite} --data-root takes --system, --split, --limit, --batch-size, --out; "
                                f"leave out {', '.join(given)}")
     systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE]
     _preflight(data=(), data_options=(), systems=systems)
-    table = api.coir_table(data_root, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
-                       split=split or "test")
+    table = api.bench_folders(suite, data_root, systems, batch_size=batch_size, limit=limit,
+                              vector_cache=not no_vector_cache, split=split or "test")
     click.echo(table.markdown())
-    paths = table.write(out or "bench-out/coir")
+    paths = table.write(out or f"bench-out/{suite}")
     click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']}", err=True)
-
-
-# --- plot ----------------------------------------------------------------------------
-
-
-@cli.command()
-@click.option("--data", "-d", required=True, help="FORMAT:PATH of aligned (query, document) pairs, e.g. "
-              "codesearchnet:stdlib.jsonl.gz")
-@click.option("--split", default="test", show_default=True, help="Split to sample the pairs from.")
-@click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE",
-              help="Reader option, repeatable (e.g. limit=2000).")
-@click.option("--model", "-m", "models", multiple=True, required=True, metavar="NAME_OR_RUN",
-              help="A backbone name, a 'structret train' run directory or a model folder; give two or more.")
-@click.option("--label", "labels", multiple=True, metavar="TEXT",
-              help="Name of each --model in the figures, in the same order (default: the names as given).")
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
-              help="Folder for ranking-probability.png and embeddings-2d.png.")
-@click.option("--pairs", "-n", type=int,
-              help="Aligned pairs sampled from the split (seeded); both figures use the same ones. "
-                   "Default: 200, or every pair when the split has fewer.")
-@click.option("--pool", type=click.Choice(["sampled", "full"]), default="sampled", show_default=True,
-              help="Candidates of the softmax: the sampled pairs' documents (in-batch, as SANTA's SDA loss) "
-                   "or every document of the split.")
-@click.option("--similarity", type=click.Choice(["cos", "dot"]),
-              help="Score of the softmax (default: what the trained runs record, else cos).")
-@click.option("--temperature", type=float,
-              help="Scores are divided by it (default: what the trained runs record, else 0.05, minilm-code's).")
-@click.option("--projection", type=click.Choice(["tsne", "umap"]), default="tsne", show_default=True,
-              help="2-D projection of Figure 4 (umap needs umap-learn).")
-@click.option("--links", is_flag=True, help="Draw a line from each docstring to its code in Figure 4.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the sample and of the projection.")
-@click.option("--batch-size", default=32, show_default=True)
-@_no_verify
-def plot(data, split, data_options, models, labels, out, pairs, pool, similarity, temperature, projection, links, seed,
-         batch_size):
-    """SANTA's Figures 3 and 4 for two or more models, as PNGs and numbers.
-
-    Samples --pairs aligned (query, document) pairs of the split and writes into OUT:
-    ranking-probability.png, the distribution of p(positive | query) = softmax(score /
-    temperature) over the --pool candidates (SANTA Fig. 3a), and embeddings-2d.png, the
-    docstring and code embeddings of the same pairs projected to 2-D (Fig. 4). One scoring
-    is used for every model so the distributions compare. Prints mean and median
-    probability per model, and alignment numbers: mean cosine of matched vs mismatched
-    pairs, and how often a docstring's nearest code in 2-D is its own.
-
-    \b
-    Example:
-      structret train --recipe minilm-code --data codesearchnet:stdlib.jsonl.gz --set max_steps=10 --out runs/sda
-      structret plot --data codesearchnet:stdlib.jsonl.gz --split test --model minilm --model runs/sda --out figs
-      structret plot --data codesearchnet:stdlib.jsonl.gz --model minilm --model runs/sda --projection umap \\
-          --pairs 64 --links --label zero-shot --label "SDA, 10 steps" --out figs
-    """
-    if len(models) < 2:
-        raise click.UsageError("give at least two --model to compare, e.g. --model minilm --model runs/sda")
-    _preflight(data=[data], data_options=data_options)
-    report = api.plot_figures(list(models), data, out, split=split, data_options=api.parse_options(data_options),
-                          pairs=pairs, pool=pool, similarity=similarity, temperature=temperature,
-                          projection=projection, links=links, seed=seed, batch_size=batch_size,
-                          labels=list(labels) or None, echo=lambda line: click.echo(line, err=True))
-    click.echo(report.summary())
 
 
 if __name__ == "__main__":  # pragma: no cover

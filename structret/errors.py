@@ -33,6 +33,10 @@ class RecipeError(StructretError, ValueError):
     """A recipe cannot be found, read or resolved."""
 
 
+class SuiteError(StructretError, ValueError):
+    """A suite file cannot be found or read, or a bench table cannot be built."""
+
+
 class ObjectiveError(StructretError, ValueError):
     """An objective spec is malformed, or an objective cannot run on the chosen backbone."""
 

@@ -151,3 +151,41 @@ def register_protocols(register):
     ``query_texts()`` and ``evaluate(retriever) -> {column: value or None}``. The
     full contract is ``structret.contracts.EvaluationProtocol``.
     """
+
+
+@hookspec
+def register_recipes(register):
+    """Register training recipes (``structret train --recipe NAME``, ``bench --recipe NAME``).
+
+    Target: a ``pathlib.Path`` to a TOML file, read when the recipe is used: core fields
+    (``objective``, ``backbone``, ``lr``, ...) and one table per plugin it configures
+    (``[mep]``), as ``structret.recipes`` describes; ``description`` and ``reproduces`` are
+    what ``structret train --list-recipes`` prints. ``help``: that description, one line.
+    A recipe file anywhere on disk is used by its path without registering it; registering
+    names it, so that suites and users can refer to it.
+    """
+
+
+@hookspec
+def register_suites(register):
+    """Register bench suites: a paper's table (``structret bench --suite NAME``).
+
+    Target: a ``pathlib.Path`` to a suite TOML file (its datasets and metrics as columns, its
+    rows as recipes, the paper's numbers; ``structret.suites.files`` reads it), or a lazy
+    ``"module:function"`` building a table from folders of data (``--data-root``): called as
+    ``function(root, systems, *, batch_size, limit, vector_cache, split) -> BenchTable``
+    (``structret.plugin.BenchTable``), ``systems`` being the ``--system`` names to score.
+    """
+
+
+@hookspec
+def register_commands(register):
+    """Register commands of the ``structret`` command line.
+
+    Name: the command (``structret NAME``). Target: a ``click.Command`` (lazy
+    ``"module:attr"``, imported when the command runs or ``structret --help`` lists it, so
+    its module imports click and ``structret.api`` only, and anything heavy inside the
+    command). Parse, call ``structret.api`` (or the plugin's own Python API), print: the
+    command line adds no logic of its own. A name core already uses stays core's, with a
+    warning naming the plugin.
+    """

@@ -174,10 +174,12 @@ def trained_model(path: str, *, verify: bool = True) -> TrainedModel | None:
 
 
 def open_model(backbone: str | None, model: str | TrainedModel | None = None, options: dict[str, Any] | None = None,
-               *, verify: bool = True) -> Model:
+               *, verify: bool = True, weights_only: bool = False) -> Model:
     """``backbone`` (None: guessed from the model's config) with weights ``model``, which may be
     a run of ``structret train`` (its path, or the TrainedModel ``trained_model`` found, so a run
-    checked once is not hashed again): then the run's backbone, weights and text format are used."""
+    checked once is not hashed again): then the run's backbone, weights and text format are used.
+    ``weights_only``: a run gives only its weights, and ``backbone`` (required) and ``options``
+    stay as given: training continues from a run with its own recipe's backbone."""
     options = dict(options or {})
     trained: TrainedModel | None
     if isinstance(model, TrainedModel):
@@ -188,7 +190,11 @@ def open_model(backbone: str | None, model: str | TrainedModel | None = None, op
     weights: str | None
     entities: dict[str, str]
     text_format, recipe, entities = TextFormat(), {}, {}
-    if trained is not None:
+    if trained is not None and weights_only:
+        if backbone is None:
+            raise StructretError("open_model(weights_only=True): name the backbone the weights go into.")
+        weights = trained.directory
+    elif trained is not None:
         backbone, weights, recipe, entities = trained
         text_format = TextFormat.of_recipe(recipe)
     else:

@@ -34,6 +34,7 @@ CORE_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "dataset": ("path", "split"),
     "backbone": ("model", "texts"),
     "index": ("dim", "metric"),
+    "suite": ("root", "systems", "batch_size", "limit", "vector_cache", "split"),  # one built from folders of data
 }
 
 

@@ -1,5 +1,6 @@
 """The part of core a plugin may use: everything a plugin package imports from structret comes
-from here, from ``structret.errors`` or ``structret.records`` (and ``hookimpl`` from ``structret``).
+from here, from ``structret.errors`` or ``structret.records`` (and ``hookimpl`` from ``structret``),
+or is the public Python API (``structret.api``, for a plugin that runs whole jobs: a command, a figure).
 tests/test_architecture.py enforces it, and that no plugin package imports another: what two
 plugins share (the parent-attention targets of the ``structure-attention`` capability) lives in
 core and is offered here.
@@ -48,11 +49,16 @@ if TYPE_CHECKING:
     from structret.exporting.onnx_graph import write_checked as write_checked_onnx
     from structret.indexing import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_k, check_metric,
                                     check_removal, normalize_rows, read_ids, read_index_meta, write_ids)
+    from structret.evaluation import evaluate_retriever, make_protocol
+    from structret.retrieval import make_retriever
+    from structret.suites.table import BenchTable
     from structret.parents import NO_PARENT, gold_attention, parent_attention_loss, spread_parents
 
 _INDEXING = ("IndexInputError", "SavedFiles", "as_matrix", "base_meta", "check_ids", "check_k", "check_metric",
              "check_removal", "normalize_rows", "read_ids", "read_index_meta", "write_ids")
 _PARENTS = ("NO_PARENT", "gold_attention", "parent_attention_loss", "spread_parents")
+# what a suite built from folders of data (register_suites) reads, scores and lays out
+_BENCH = ("BenchTable", "evaluate_retriever", "make_protocol", "make_retriever")
 _EXPORTING = ("ExportError", "OnnxEncoder", "require_modules", "write_checked_onnx")
 
 __all__ = [
@@ -60,7 +66,7 @@ __all__ = [
     "Extractor", "Index", "LMWarmupOptions", "LanguageModelBackbone", "Linearizer", "MinedFunction", "Miner", "Names",
     "Objective", "ObjectiveDefaults", "Options", "PAD_TO", "Retriever", "TrainableBackbone", "WINDOW", "atomic_dir",
     "budget", "cache_dir", "check_entities", "get_registry", "hookimpl", "precision", "takes_options_of",
-    "token_batches", "verify_checksums", "write_meta", *_INDEXING, *_PARENTS, *_EXPORTING,
+    "token_batches", "verify_checksums", "write_meta", *_INDEXING, *_PARENTS, *_EXPORTING, *_BENCH,
 ]
 
 
@@ -80,6 +86,13 @@ def __getattr__(name: str) -> Any:
 
         return {"ExportError": errors.ExportError, "require_modules": errors.require,
                 "OnnxEncoder": onnx_encoder.OnnxEncoder, "write_checked_onnx": onnx_graph.write_checked}[name]
+    if name in _BENCH:
+        # numpy, torch (scoring, retrievers): kept out of a plugin's options module (structret plugins, --help)
+        from structret import evaluation, retrieval
+        from structret.suites import table
+        return {"BenchTable": table.BenchTable, "evaluate_retriever": evaluation.evaluate_retriever,
+                "make_protocol": evaluation.make_protocol,
+                "make_retriever": retrieval.make_retriever}[name]
     raise AttributeError(f"module 'structret.plugin' has no attribute {name!r}")
 
 

@@ -12,8 +12,8 @@ extractor = "tree-sitter"
 max_length = 512
 ```
 
-The packaged presets (``structret/recipes/*.toml``) reproduce the papers' pipelines; a file
-path works the same way. Resolution: the defaults, then the preset or file, then overrides
+Named recipes are registered by plugins (``register_recipes``: the built-in ``structret_papers``
+ships the papers' pipelines); a file path works the same way. Resolution: the defaults, then the preset or file, then overrides
 (``--set``, the Python API). An override names a core field (``lr=1e-4``), one plugin's
 option (``mep.extractor=tree-sitter``), or an option alone (``temperature=0.05``: every
 plugin of this run that has it). A plugin's options are its own (``structret.options``):
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import difflib
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,6 +51,7 @@ from structret.plugin_tables import (  # noqa: F401  (parse_objectives, parse_op
     run_plugins,
     used_text,
 )
+from structret.registry import get_registry
 
 
 class Recipe(BaseModel):
@@ -161,9 +161,8 @@ def check_plugins(recipe: Recipe) -> None:
 
 
 def list_recipes() -> list[str]:
-    """Names of the presets shipped in the package."""
-    folder = resources.files("structret") / "recipes"
-    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    """Names of the installed recipes (plugins register them: ``register_recipes``)."""
+    return get_registry().names("recipe")
 
 
 def _read_toml(text: str, where: str) -> dict[str, Any]:
@@ -180,15 +179,16 @@ def load_recipe_values(name_or_path: str) -> tuple[dict[str, Any], str]:
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
         return _read_toml(path.read_text(encoding="utf-8"), str(path)), str(path)
-    known = list_recipes()
-    if name_or_path not in known:
+    registry = get_registry()
+    if not registry.has("recipe", name_or_path):
+        known = list_recipes()
         close = difflib.get_close_matches(name_or_path, known, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise RecipeError(
-            f"unknown recipe '{name_or_path}'.{hint} Packaged recipes: {', '.join(known)}; "
+            f"unknown recipe '{name_or_path}'.{hint} Installed recipes: {', '.join(known) or '(none)'}; "
             f"or pass the path of a .toml file."
         )
-    text = (resources.files("structret") / "recipes" / f"{name_or_path}.toml").read_text(encoding="utf-8")
+    text = registry.get("recipe", name_or_path).read_text()
     return _read_toml(text, f"recipe '{name_or_path}'"), name_or_path
 
 

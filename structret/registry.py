@@ -15,6 +15,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import pluggy
@@ -36,7 +37,12 @@ KINDS: dict[str, str] = {
     "linearizer": "register_linearizers",
     "objective": "register_objectives",
     "protocol": "register_protocols",
+    "recipe": "register_recipes",
+    "suite": "register_suites",
+    "command": "register_commands",
 }
+# kinds whose entries are files a plugin ships (a recipe; a suite, unless it is a function): read, never called
+FILE_KINDS = ("recipe", "suite")
 
 
 # What a plugin may throw that must not end the process: any error, and also SystemExit
@@ -69,6 +75,20 @@ class PluginEntry:
     plugin: str = ""
     distribution: str = ""
     options: Any = None  # its Options model, or a lazy "module:attr" string; None: read off the factory
+
+    @property
+    def is_file(self) -> bool:
+        """A file the plugin ships (a recipe or suite TOML), to read rather than call."""
+        return isinstance(self.target, os.PathLike)
+
+    def read_text(self) -> str:
+        """The text of a file entry (a recipe or suite TOML)."""
+        try:
+            return Path(self.target).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PluginError(f"{self.what} (plugin '{self.plugin}' from distribution '{self.distribution}') "
+                              f"points at {self.target}, which cannot be read ({exc.strerror}): reinstall it "
+                              f"(pip install --force-reinstall {self.distribution}).") from None
 
     def load(self) -> Callable[..., Any]:
         """The factory; a lazy ``"module:attr"`` target is imported now."""
@@ -195,6 +215,8 @@ class Registry:
         from structret.options import CORE_ARGUMENTS  # pydantic: kept out of import structret.api
 
         entry = self.get(kind, name)
+        if entry.is_file:
+            raise PluginError(f"{entry.what} is a file ({entry.target}) to read, not a factory to call.")
         core = {k: v for k, v in kwargs.items() if k in CORE_ARGUMENTS.get(kind, ())}
         options = entry.validate_options({k: v for k, v in kwargs.items() if k not in core})
         factory = entry.load()
@@ -361,6 +383,12 @@ def build_registry() -> Registry:
 
             def register(name, target, *, aliases=(), help="", options=None, _kind=kind, _p=plugin, _d=dist,
                          _c=collected):
+                if _kind in FILE_KINDS and not isinstance(target, (os.PathLike, str)):
+                    raise PluginError(f"{_kind} '{name}': the target is a pathlib.Path to its TOML file"
+                                      + (" or a 'module:function' string" if _kind == "suite" else "")
+                                      + f", not {type(target).__name__}")
+                if _kind == "recipe" and isinstance(target, str):
+                    target = Path(target)  # a recipe is always a file: a path given as text reads the same
                 _c.append(PluginEntry(_kind, name, target, tuple(aliases), help, _p, _d, options))
 
             try:
@@ -376,7 +404,8 @@ def build_registry() -> Registry:
         if entry.plugin in failed:
             continue
         registry.add(entry)
-        if isinstance(entry.target, str):
+        # a target in core's own package (a protocol class) does not make core's code that plugin's
+        if isinstance(entry.target, str) and entry.target.partition(".")[0].partition(":")[0] != __package__:
             registry.packages.setdefault(entry.target.partition(".")[0].partition(":")[0],
                                          (entry.plugin, entry.distribution))
     return registry

@@ -239,7 +239,8 @@ def test_the_api_names_load_on_first_use_and_help_loads_none_of_them():
              for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert typed == {(module, name) for name, module in api._LAZY.items()}
     assert set(api.__all__) == set(api._LAZY) | {"KINDS", "PluginWarning", "defaults", "broken_plugins",
-                                                "describe_plugin", "list_plugins", "plugin_of_error"}
+                                                "describe_plugin", "list_plugins", "plugin_of_error",
+                                                    "command_names", "load_command"}
     assert all(getattr(api, name) is not None for name in api.__all__)
     code = ("import sys\nfrom structret.cli import cli\n"
             "try:\n    cli(['--help'])\nexcept SystemExit:\n    pass\n"

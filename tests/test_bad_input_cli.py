@@ -282,3 +282,15 @@ def test_bench_encodes_queries_once_under_one_bar(make_plugin, tmp_path):
     assert result.exit_code == 0, result.output + result.stderr
     queries = [c for c in counting_plugin.CALLS if c[0] == "query"]
     assert len(queries) == 1 and queries[0][1] == 1100, counting_plugin.CALLS
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    # `structret plugins | head -1`: the closed pipe is the reader's choice, not a plugin's failure
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("structret") or str(Path(sys.executable).with_name("structret"))
+    done = subprocess.run(f"'{exe}' plugins | head -1", shell=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("kind") and done.stderr == ""

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from structret import training
 from structret.cli import cli
 from structret.recipes import check_plugins, list_recipes, resolve_recipe
-from structret.suites import BenchTable, Runner, list_suites, load_suite, recipes_table, suite_table, DataSpec
+from structret.suites import BenchTable, Runner, list_suites, load_suite, recipes_table, suite_entry, suite_table, DataSpec
 
 PAPERS = Path("/work/shared/papers")
 
@@ -133,6 +133,8 @@ def test_suites_parse_and_every_row_recipe_exists():
     assert {"santa", "khan-jang", "attempt"} <= set(list_suites())
     shipped = set(list_recipes())
     for name in list_suites():
+        if not suite_entry(name).is_file:  # coir: built from folders of data (tests/test_coir.py)
+            continue
         suite = load_suite(name)
         assert suite.rows and suite.datasets and suite.source
         for row in suite.rows:

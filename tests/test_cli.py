@@ -7,11 +7,40 @@ from click.testing import CliRunner
 
 from structret.cli import cli
 
-COMMANDS = sorted(cli.commands)
+COMMANDS = cli.list_commands(None)  # core's and those plugins add (plot: structret_papers)
 
 
 def test_the_cli_has_the_commands_the_docs_promise():
-    assert {"plugins", "mine", "encode", "index", "search", "bench"} <= set(COMMANDS)
+    assert {"plugins", "mine", "encode", "index", "search", "bench", "plot"} <= set(COMMANDS)
+    assert "plot" not in cli.commands  # a plugin's command, found through the registry
+
+
+def test_a_plugin_adds_a_command_and_cannot_take_one_of_cores(make_plugin):
+    make_plugin("hello-dist", "hello_plugin", """
+        import click
+        from structret import hookimpl
+
+        @click.command()
+        @click.argument("who")
+        def hello(who):
+            \"\"\"Say hello. Example: structret hello you\"\"\"
+            click.echo(f"hello {who}")
+
+        @hookimpl
+        def register_commands(register):
+            register("hello", hello, help="says hello")
+            register("bench", hello, help="tries to take core's bench")
+            register("oops", "hello_plugin:missing", help="points at nothing")
+    """)
+    with pytest.warns(Warning, match="adds the command 'bench', which structret has already"):
+        names = cli.list_commands(None)
+    assert "hello" in names and names.count("bench") == 1
+    result = CliRunner().invoke(cli, ["hello", "you"])
+    assert result.exit_code == 0 and result.output == "hello you\n"
+    assert "Score retrieval systems" in CliRunner().invoke(cli, ["bench", "--help"]).output  # core's bench
+    with pytest.warns(Warning, match="hello_plugin has no 'missing'"):
+        result = CliRunner().invoke(cli, ["oops"])
+    assert result.exit_code == 2 and "No such command 'oops'" in result.output
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -15,8 +15,8 @@ from structret.cli import cli
 from structret.data import load_dataset
 from structret.errors import DataError
 from structret.evaluation import make_protocol
-from structret.suites.coir import find_tasks
-from structret.suites.files import SuiteError
+from structret.errors import SuiteError
+from structret_papers.coir import find_tasks
 
 COIR = Path(__file__).parent / "data" / "coir"
 
@@ -107,8 +107,9 @@ def test_bench_suite_coir_prints_one_column_per_task_and_their_mean(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--suite", "coir"], "needs --data-root"),
-    (["--data-root", str(COIR)], "goes with --suite coir"),
+    (["--suite", "coir"], "give --data-root PATH"),
+    (["--data-root", str(COIR)], "goes with --suite NAME"),
+    (["--suite", "santa", "--data-root", str(COIR)], "leave out --data-root"),
     (["--suite", "coir", "--data-root", str(COIR), "--recipe", "minilm-code"], "leave out --recipe"),
 ])
 def test_bench_coir_usage_errors(args, message):
@@ -117,7 +118,7 @@ def test_bench_coir_usage_errors(args, message):
 
 
 def test_codesearchnet_languages_count_as_one_task_in_the_mean(tmp_path):
-    from structret.suites.coir import coir_table
+    from structret_papers.coir import coir_table
 
     shutil.copytree(COIR / "cosqa", tmp_path / "cosqa")
     for lang in ("go", "python"):

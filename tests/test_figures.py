@@ -1,4 +1,4 @@
-"""structret plot / structret.plot_figures: SANTA's Figures 3 and 4, their numbers and their errors."""
+"""structret plot / structret_papers.figures.plot_figures: SANTA's Figures 3 and 4, their numbers and their errors."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from click.testing import CliRunner
 import structret
 from structret.cli import cli
 from structret.errors import DataError, StructretError
-from structret.figures import plot_figures, sample_pairs
-from structret.figures.measures import alignment, own_nearest, ranking_probabilities, resolve_scoring
+from structret_papers.figures import plot_figures, sample_pairs
+from structret_papers.figures.measures import alignment, own_nearest, ranking_probabilities, resolve_scoring
 from structret.testing import build_tiny_bert
 
 _FUNCTIONS = [
@@ -105,7 +105,6 @@ def test_the_scoring_comes_from_the_runs_or_is_stated():
 
 
 def test_both_figures_are_written_with_their_numbers(tmp_path, tiny_bert_dir, other_bert_dir, pairs_file):
-    assert structret.plot_figures is plot_figures
     report = plot_figures([str(tiny_bert_dir), str(other_bert_dir)], f"codesearchnet:{pairs_file}", tmp_path / "figs",
                           pairs=6, seed=1)
     for name in ("ranking-probability.png", "embeddings-2d.png"):
@@ -161,7 +160,7 @@ def test_a_split_with_one_pair_is_refused(tmp_path):
 
 
 def test_without_reader_pairs_each_query_takes_its_most_relevant_document():
-    from structret.figures import aligned_pairs
+    from structret_papers.figures import aligned_pairs
     from structret.records import Dataset, Query, ReadStats, TextRecord
 
     corpus = {d: TextRecord(d, d) for d in ("a", "b", "c")}

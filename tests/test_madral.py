@@ -244,9 +244,10 @@ def test_aspect_predict_keeps_its_contract_and_is_listed():
 
 def test_the_attempt_suite_runs_madral_rows():
     import tomllib
-    from importlib import resources
 
-    suite = tomllib.loads((resources.files("structret") / "suites" / "attempt.toml").read_text(encoding="utf-8"))
+    from structret.registry import get_registry
+
+    suite = tomllib.loads(get_registry().get("suite", "attempt").read_text())
     rows = {row["label"]: row for row in suite["rows"]}
     for label, recipe in (("MADRAL", "madral"), ("MADRAL-C", "madral-c")):
         assert rows[label]["recipe"] == recipe and rows[label]["finetune"] == "attempt-finetune"

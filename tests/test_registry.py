@@ -7,7 +7,7 @@ import pytest
 
 from structret import hookspecs
 from structret.errors import PluginError
-from structret.registry import KINDS, PluginWarning, get_registry
+from structret.registry import FILE_KINDS, KINDS, PluginWarning, get_registry
 
 BUILTIN_DIST = "structret"
 
@@ -39,16 +39,54 @@ def test_every_kind_is_exercised_by_a_plugin_in_the_tests(make_plugin):
     probe = ("class Probe:\n    name, role = 'probe', 'contrastive'  # an objective's rules read them at creation\n"
              "    def __init__(self, **options):\n        self.options = options\n"
              "    def __getattr__(self, name):  # has every attribute any kind needs\n        return None\n")
+    # a recipe or suite is a TOML file the plugin ships
+    files = "import pathlib\nTOML = pathlib.Path(__file__).with_name('probe.toml')\n"
     body = "\n".join(
-        f"@hookimpl\ndef {hook}(register):\n    register('probe-{kind}', Probe, help='{kind} probe')\n"
+        f"@hookimpl\ndef {hook}(register):\n    register('probe-{kind}', {'TOML' if kind in FILE_KINDS else 'Probe'}, "
+        f"help='{kind} probe')\n"
         for kind, hook in KINDS.items()
     )
-    make_plugin("probe-dist", "probe_plugin", "from structret import hookimpl\n" + probe + body)
+    package = make_plugin("probe-dist", "probe_plugin", "from structret import hookimpl\n" + files + probe + body)
+    (package / "probe.toml").write_text('description = "a probe"\nobjective = "sda"\nlr = 1e-3\n')
     registry = get_registry()
     for kind in KINDS:
         entry = registry.get(kind, f"probe-{kind}")
         assert entry.distribution == "probe-dist"
-        assert registry.create(kind, f"probe-{kind}", a=1).options == {"a": 1}
+        if kind in FILE_KINDS:
+            assert entry.is_file and "a probe" in entry.read_text()
+            with pytest.raises(PluginError, match="a file .* to read, not a factory"):
+                registry.create(kind, f"probe-{kind}")
+        else:
+            assert registry.create(kind, f"probe-{kind}", a=1).options == {"a": 1}
+    from structret.recipes import list_recipes, resolve_recipe
+
+    assert "probe-recipe" in list_recipes()  # a third party's recipe is used by name like a built-in one
+    assert resolve_recipe("probe-recipe").lr == 1e-3
+
+
+def test_a_recipe_that_is_not_a_file_breaks_its_plugin_with_a_sentence(make_plugin):
+    make_plugin("odd-dist", "odd_plugin", """
+        from structret import hookimpl
+
+        @hookimpl
+        def register_recipes(register):
+            register("odd", {"lr": 1e-3})
+    """)
+    with pytest.warns(PluginWarning, match="recipe 'odd': the target is a pathlib.Path to its TOML file, not dict"):
+        registry = get_registry()
+    assert not registry.has("recipe", "odd")
+
+
+def test_an_error_in_core_is_not_blamed_on_a_plugin():
+    # the datasets plugin registers protocol classes that live in core (structret.evaluation.protocols)
+    from structret.api import plugin_of_error
+
+    core_module = {"__name__": "structret.evaluation.protocols"}  # a frame of core's code, as a traceback reads it
+    exec("def score():\n    raise RuntimeError('a bug in core')\n", core_module)
+    with pytest.raises(RuntimeError) as raised:
+        core_module["score"]()
+    assert plugin_of_error(raised.value) is None
+    assert "structret" not in get_registry().packages
 
 
 def test_a_factory_that_raises_or_returns_the_wrong_thing_is_named(make_plugin):

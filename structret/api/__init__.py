@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from structret import defaults
-from structret.api.plugins import KINDS, PluginWarning, broken_plugins, describe_plugin, list_plugins, plugin_of_error
+from structret.api.plugins import (KINDS, PluginWarning, broken_plugins, command_names, describe_plugin, list_plugins,
+                                   load_command, plugin_of_error)
 
 if TYPE_CHECKING:
     from structret.api.checks import check_names
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
     from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
     from structret.api.sources import SourceIndexResult, index_source
-    from structret.api.tables import TableRun, bench_recipes, bench_suite
+    from structret.api.tables import TableRun, bench_folders, bench_recipes, bench_suite, suite_needs_root
     from structret.api.updates import UpdateResult, update_index
     from structret.artifacts import unverified, verify_tree
     from structret.bench import default_dataset, run_bench
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from structret.datasets import load_dataset
     from structret.exporting import export_run
     from structret.extraction import extract_file
-    from structret.figures import plot_figures
     from structret.linearization import linearize_file
     from structret.models import Model, check_from_scratch, load_model, new_model, open_model
     from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from structret.plugin_tables import parse_settings
     from structret.search_index import Hit, SearchIndex, build_index, index_embeddings, load_index, parse_fusion
     from structret.serving import serve
-    from structret.suites.coir import coir_table
 
 # the module that defines each name, imported on first use (the lightness the docstring promises);
 # tests/test_api.py checks this table and the imports above name the same things
@@ -49,7 +48,7 @@ _LAZY_MODULES = {
     "structret.api.encoding": ("EncodeResult", "encode_dataset", "encoding_shard"),
     "structret.api.runs": ("Run", "evaluate", "list_recipes", "train", "tune_fusion"),
     "structret.api.sources": ("SourceIndexResult", "index_source"),
-    "structret.api.tables": ("TableRun", "bench_recipes", "bench_suite"),
+    "structret.api.tables": ("TableRun", "bench_folders", "bench_recipes", "bench_suite", "suite_needs_root"),
     "structret.api.updates": ("UpdateResult", "update_index"),
     "structret.artifacts": ("unverified", "verify_tree"),
     "structret.bench": ("default_dataset", "run_bench"),
@@ -57,7 +56,6 @@ _LAZY_MODULES = {
     "structret.datasets": ("load_dataset",),
     "structret.exporting": ("export_run",),
     "structret.extraction": ("extract_file",),
-    "structret.figures": ("plot_figures",),
     "structret.linearization": ("linearize_file",),
     "structret.models": ("Model", "check_from_scratch", "load_model", "new_model", "open_model"),
     "structret.mining": ("DEFAULT_EXCLUDE", "mine", "parse_splits"),
@@ -65,18 +63,17 @@ _LAZY_MODULES = {
     "structret.plugin_tables": ("parse_settings",),
     "structret.search_index": ("Hit", "SearchIndex", "build_index", "index_embeddings", "load_index", "parse_fusion"),
     "structret.serving": ("serve",),
-    "structret.suites.coir": ("coir_table",),
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 __all__ = [
     "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "NegativeFilter", "PluginWarning", "Run",
-    "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_recipes",
-    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "coir_table", "default_dataset", "defaults",
+    "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_folders", "bench_recipes",
+    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "command_names", "default_dataset", "defaults",
     "describe_plugin", "encode_dataset", "encoding_shard", "evaluate", "export_run", "extract_file", "filter_pairs",
-    "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_dataset",
+    "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_command", "load_dataset",
     "load_index", "load_model", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
-    "parse_settings", "parse_splits", "plot_figures", "plugin_of_error", "run_bench", "serve", "train", "tune_fusion",
+    "parse_settings", "parse_splits", "plugin_of_error", "run_bench", "serve", "suite_needs_root", "train", "tune_fusion",
     "unverified", "update_index", "verify_tree",
 ]
 

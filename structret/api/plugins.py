@@ -4,12 +4,16 @@ command), and whose code an unexpected error came from. Light: ``structret --hel
 from __future__ import annotations
 
 import difflib
+import warnings
 from typing import Any, Sequence
 
-from structret.errors import StructretError
+import click
+
+from structret.errors import PluginError, StructretError
 from structret.registry import KINDS, BrokenPlugin, PluginEntry, PluginWarning, get_registry
 
-__all__ = ["KINDS", "PluginWarning", "broken_plugins", "describe_plugin", "list_plugins", "plugin_of_error"]
+__all__ = ["KINDS", "PluginWarning", "broken_plugins", "command_names", "describe_plugin", "list_plugins",
+           "load_command", "plugin_of_error"]
 
 # kinds whose options a run's recipe holds, as a [NAME] table or --set NAME.KEY=VALUE
 _RECIPE_KINDS = ("objective", "backbone", "linearizer", "dataset")
@@ -18,6 +22,42 @@ _RECIPE_KINDS = ("objective", "backbone", "linearizer", "dataset")
 def list_plugins(kind: str | None = None) -> list[PluginEntry]:
     """Every loaded plugin (of ``kind``), as registered: name, aliases, kind, distribution, help."""
     return [e for e in get_registry().all() if kind is None or e.kind == kind]
+
+
+def command_names(taken: Sequence[str] = ()) -> list[str]:
+    """Names of the commands plugins add to the command line (``register_commands``), less those
+    in ``taken`` (core's own, which win: a warning names each plugin command they hide)."""
+    registry = get_registry()
+    names = []
+    for name in registry.names("command"):
+        if name in taken:
+            entry = registry.get("command", name)
+            warnings.warn(f"plugin '{entry.plugin}' from distribution '{entry.distribution}' adds the command "
+                          f"'{name}', which structret has already: theirs is not used. Report it to its authors.",
+                          PluginWarning, stacklevel=2)
+        else:
+            names.append(name)
+    return names
+
+
+def load_command(name: str) -> Any:
+    """The ``click.Command`` a plugin registered as ``name``, or None when there is none or it cannot
+    be loaded (a PluginWarning says why, so ``structret --help`` still lists everything else)."""
+    registry = get_registry()
+    if not registry.has("command", name):
+        return None
+    entry = registry.get("command", name)
+    try:
+        command = entry.load()
+    except PluginError as exc:
+        warnings.warn(str(exc), PluginWarning, stacklevel=2)
+        return None
+    if not isinstance(command, click.Command):
+        warnings.warn(f"{entry.what} (plugin '{entry.plugin}' from distribution '{entry.distribution}') is "
+                      f"{type(command).__name__}, not a click command: it is not used. Report it to its authors.",
+                      PluginWarning, stacklevel=2)
+        return None
+    return command
 
 
 def broken_plugins() -> list[BrokenPlugin]:
@@ -41,8 +81,11 @@ def describe_plugin(name: str, kind: str | None = None) -> str:
     blocks = []
     for k in kinds:
         entry = registry.get(k, name)
-        model = entry.options_model()
         head = f"{entry.kind} {entry.name} (distribution {entry.distribution})"
+        if entry.is_file:  # a recipe or suite: its settings are the file
+            blocks.append(f"{head}: {entry.target}\n\n{entry.read_text().rstrip()}")
+            continue
+        model = entry.options_model()
         if model is None:
             blocks.append(f"{head}: takes **options and checks them itself; its documentation lists them.")
             continue

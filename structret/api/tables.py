@@ -1,8 +1,7 @@
 """``structret bench``'s tables of trained rows: recipes trained and scored on datasets, and a
 paper's suite, each with what making it trained and reused. Training and scoring are cached
 under ``STRUCTRET_CACHE``, so a second call recomputes only what changed. (Systems on one
-dataset and CoIR's table are ``structret.bench.run_bench`` and ``structret.suites.coir.coir_table``,
-which ``structret.api`` hands on as they are.)"""
+dataset are ``structret.bench.run_bench``, which ``structret.api`` hands on as it is.)"""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from structret.records import Dataset
+from structret.registry import get_registry
 
 
 @dataclass
@@ -58,6 +58,27 @@ def bench_suite(suite: str, data: Sequence[str] = (), *, data_options: dict[str,
                           settings=settings or {}, backbone=backbone, runner=runner, rows=list(rows) or None,
                           seeds=seeds)
     return _ran(table, runner)
+
+
+def suite_needs_root(suite: str) -> bool:
+    """Whether ``suite`` is an installed suite built from folders of data (``bench_folders``), not
+    read from a suite file (``bench_suite``)."""
+    registry = get_registry()
+    return registry.has("suite", suite) and not registry.get("suite", suite).is_file
+
+
+def bench_folders(suite: str, root: str, systems: Sequence[str], *, batch_size: int = 32, limit: int | None = None,
+                  vector_cache: bool = True, split: str = "test") -> Any:
+    """A suite built from folders of data (CoIR's leaderboard: one task per folder under ``root``):
+    every system scored on every task, as the suite's plugin lays out the table (a BenchTable)."""
+    # suites: ~15 ms (statistics, tomllib, 5 modules) kept out of import structret.api
+    from structret.suites import SuiteError, suite_entry
+
+    if suite_entry(suite).is_file:
+        raise SuiteError(f"suite '{suite}' is read from a suite file, not built from folders of data: leave out "
+                         f"--data-root (give --data KEY=FORMAT:PATH for its datasets).")
+    return get_registry().create("suite", suite, root=root, systems=list(systems), batch_size=batch_size,
+                                 limit=limit, vector_cache=vector_cache, split=split)
 
 
 def _ran(table: Any, runner: Any) -> TableRun:

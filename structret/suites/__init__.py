@@ -1,6 +1,6 @@
 """``structret bench --recipe/--suite``: train recipes, evaluate them, print the papers' tables.
 
-A *suite* (``structret/suites/*.toml``, package data beside this package's modules) names
+A *suite* (a TOML file a plugin registers with ``register_suites``) names
 a paper's table: its datasets and metrics (columns), its systems (rows: a pretraining
 recipe, an optional fine-tuning recipe and overrides), the paper's reported numbers per
 row and column, and the offline stand-in data and backbone to use when the paper's data
@@ -33,12 +33,13 @@ This package imports only the standard library at import time.
 
 from structret.plugin_tables import parse_settings
 from structret.suites.build import assign_data, recipes_table, suite_table
-from structret.suites.files import Suite, SuiteDataset, SuiteError, SuiteMetric, SuiteRow, list_suites, load_suite
+from structret.suites.files import (Suite, SuiteDataset, SuiteError, SuiteMetric, SuiteRow, list_suites, load_suite,
+                                    suite_entry)
 from structret.suites.runner import CACHE_VERSION, Cell, DataSpec, Runner, cache_root, resolve_spec
 from structret.suites.table import BenchTable
 
 __all__ = [
     "CACHE_VERSION", "BenchTable", "Cell", "DataSpec", "Runner", "Suite", "SuiteDataset", "SuiteError",
     "SuiteMetric", "SuiteRow", "assign_data", "cache_root", "list_suites", "load_suite", "parse_settings",
-    "recipes_table", "resolve_spec", "suite_table",
+    "recipes_table", "resolve_spec", "suite_entry", "suite_table",
 ]

@@ -1,21 +1,17 @@
-"""Suite files (``structret/suites/*.toml``, package data): the model of a paper's table
+"""Suite files (TOML; plugins register them): the model of a paper's table
 (``Suite``: its datasets and metrics, its rows and the paper's numbers) and reading it."""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
-from structret.errors import StructretError
-
-
-class SuiteError(StructretError, ValueError):
-    """A suite file cannot be found or read, or a bench table cannot be built."""
+from structret.errors import SuiteError
+from structret.registry import PluginEntry, get_registry
 
 
 @dataclass
@@ -78,9 +74,9 @@ class Suite:
 
 
 def list_suites() -> list[str]:
-    """The names of the shipped suites (the ``*.toml`` package data beside this module)."""
-    folder = resources.files("structret") / "suites"
-    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    """The names of the installed suites (plugins register them: ``register_suites``), those read
+    from a suite file and those built from folders of data (``--data-root``) alike."""
+    return get_registry().names("suite")
 
 
 def _per_dataset(value: Any, keys: list[str], where: str) -> dict[str, Any]:
@@ -97,22 +93,31 @@ def _per_dataset(value: Any, keys: list[str], where: str) -> dict[str, Any]:
     raise SuiteError(f"{where}: expected a recipe name or a table of dataset key -> recipe, got {value!r}")
 
 
+def suite_entry(name: str) -> PluginEntry:
+    """The installed suite ``name``, or a SuiteError listing them."""
+    registry = get_registry()
+    if not registry.has("suite", name):
+        known = list_suites()
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise SuiteError(f"unknown suite '{name}'.{hint} Installed suites: {', '.join(known) or '(none)'}; "
+                         f"or pass the path of a .toml file.")
+    return registry.get("suite", name)
+
+
 def load_suite(name_or_path: str) -> Suite:
-    """A shipped suite by name (``santa``, ``khan-jang``, ``attempt``) or a ``.toml`` file."""
+    """An installed suite by name (``santa``, ``khan-jang``, ``attempt``) or a ``.toml`` file."""
     path = Path(name_or_path).expanduser()
     if path.suffix == ".toml" or path.is_file():
         if not path.is_file():
             raise SuiteError(f"suite file {path} does not exist")
         text, where = path.read_text(encoding="utf-8"), str(path)
     else:
-        known = list_suites()
-        if name_or_path not in known:
-            close = difflib.get_close_matches(name_or_path, known, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise SuiteError(f"unknown suite '{name_or_path}'.{hint} Shipped suites: {', '.join(known)}; "
-                             f"or pass the path of a .toml file.")
-        text = (resources.files("structret") / "suites" / f"{name_or_path}.toml").read_text(encoding="utf-8")
-        where = f"suite '{name_or_path}'"
+        entry = suite_entry(name_or_path)
+        if not entry.is_file:
+            raise SuiteError(f"suite '{name_or_path}' is built from folders of data: give --data-root PATH "
+                             f"(and --system NAME ...), not --data.")
+        text, where = entry.read_text(), f"suite '{name_or_path}'"
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -15,12 +15,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from structret.artifacts import verify_checksums
 from structret.contracts import check_needs, optional, run_check
 from structret.data import parse_data_spec
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
-from structret.models import trained_model
+from structret.models import TrainedModel, open_model, trained_model
 from structret.recipes import Recipe, write_recipe
 from structret.registry import get_registry
 from structret.training.gradcache import check as check_grad_cache
@@ -47,17 +46,15 @@ def _to(batch: Any, device: torch.device) -> Any:
     return batch.to(device) if isinstance(batch, torch.Tensor) else batch
 
 
-def create_backbone(recipe: Recipe, weights: str | Path | None = None, *, verify: bool = True) -> Any:
-    """The recipe's backbone with ``weights``, a checkpoint the caller has checked (resume), or
-    else with ``recipe.model``, which may be a run directory or checkpoint: checked here, unless
-    ``verify`` is False."""
-    model = str(weights) if weights is not None else recipe.model
-    trained = trained_model(model, verify=verify) if model and weights is None else None
-    if trained is not None:  # --model RUN (or a checkpoint): continue from its saved model
-        model = trained[1]
-    registry = get_registry()
-    options = recipe.options(registry.get("backbone", recipe.backbone).name)
-    return registry.create("backbone", recipe.backbone, **({"model": model} if model else {}), **options)
+def create_backbone(recipe: Recipe, weights: str | Path | TrainedModel | None = None, *, verify: bool = True) -> Any:
+    """The recipe's backbone, with its options, and the weights of ``weights`` (a checkpoint the caller
+    has checked: resume) or else of ``recipe.model``: a hub id, a folder, or a run of structret train
+    (its final weights, checked here unless ``verify`` is False). Through ``open_model``, as every
+    command opens a model, but the recipe's backbone wins over the run's."""
+    options = recipe.options(get_registry().get("backbone", recipe.backbone).name)
+    model = weights if weights is not None else recipe.model
+    return open_model(recipe.backbone, str(model) if isinstance(model, Path) else model, options, verify=verify,
+                      weights_only=True).backbone
 
 
 def _text_format(recipe: Recipe) -> TextFormat:
@@ -99,10 +96,11 @@ def train(recipe: Recipe, *, resume: bool = False,
         raise TrainingError(f"{run} has finished (its model is in {run / 'final'}); there is nothing to resume. "
                             f"Choose another --out directory to train again.")
     checkpoint = found[-1] if resume and found else None
+    resumed: TrainedModel | str | None = None
     if checkpoint is not None:
         check_resumable(run, recipe)
         try:
-            verify_checksums(checkpoint, verify=verify)
+            resumed = trained_model(str(checkpoint), verify=verify) or str(checkpoint)  # checked once, here
         except ArtifactError as exc:  # the message says which checkpoint to delete and what resumes then
             raise TrainingError(str(exc)) from None
 
@@ -117,7 +115,7 @@ def train(recipe: Recipe, *, resume: bool = False,
 
     objectives = build_objectives(recipe)
     check_grad_cache(objectives, recipe.grad_cache_chunk)
-    backbone = create_backbone(recipe, checkpoint, verify=verify)
+    backbone = create_backbone(recipe, resumed, verify=verify)
     base_model = (json.loads((checkpoint / "structret.json").read_text(encoding="utf-8"))["base_model"]
                   if checkpoint is not None else backbone.name)
     for objective, _ in objectives:

@@ -29,16 +29,14 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
-from structret.data import require
-from structret.datasets import load_dataset
+from structret.api import load_dataset, load_model
 from structret.errors import DataError, StructretError
-from structret.figures.drawing import draw_embeddings, draw_ranking
-from structret.figures.measures import (SIMILARITIES, alignment, own_nearest, positive_first, ranking_probabilities,
-                                        resolve_scoring)
-from structret.figures.projection import PROJECTIONS, project
-from structret.figures.report import FiguresReport, ModelFigures
-from structret.models import load_model
-from structret.registry import get_registry
+from structret.plugin import get_registry
+from structret_papers.figures.drawing import draw_embeddings, draw_ranking
+from structret_papers.figures.measures import (SIMILARITIES, alignment, own_nearest, positive_first,
+                                               ranking_probabilities, resolve_scoring)
+from structret_papers.figures.projection import PROJECTIONS, project
+from structret_papers.figures.report import FiguresReport, ModelFigures
 
 __all__ = ["EMBEDDINGS_FILE", "FiguresReport", "ModelFigures", "RANKING_FILE", "aligned_pairs", "plot_figures",
            "sample_pairs"]
@@ -113,7 +111,7 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
 
     Raises StructretError (a sentence) for fewer than two models, an unknown model, an empty
     split, fewer than 2 pairs or more pairs than the split has."""
-    import numpy as np  # numpy: kept out of import structret.api
+    import numpy as np  # numpy: kept out of structret --help, which lists this plugin's command
 
     if len(models) < 2:
         raise StructretError(f"give at least two models to compare (got {len(models)}), e.g. "
@@ -133,9 +131,8 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
     for name in models:
         _check_name(name)  # a typo fails in a second, not after the data is read and other models loaded
 
-    dataset = load_dataset(data, split, **(data_options or {}))
+    dataset = load_dataset(data, split, need=("documents", "queries"), **(data_options or {}))
     where = f"the '{split}' split of {data}" if split else data
-    require(dataset, "documents", "queries", spec=data, split=split)
     chosen = sample_pairs(dataset, pairs, seed=seed, where=where)
     queries = [dataset.queries[q] for q, _ in chosen]
     if pool == "sampled":

@@ -16,11 +16,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from structret.artifacts import cache_dir
-from structret.data import load_dataset
-from structret.retrieval import make_retriever
-from structret.suites.files import SuiteError
-from structret.suites.table import BenchTable
+from structret.errors import SuiteError
+from structret.api import load_dataset
+from structret.plugin import BenchTable, cache_dir, evaluate_retriever, make_protocol, make_retriever
 
 NAME = "coir"
 # CoIR's ten tasks as its leaderboard orders them (the folder names of the published data);
@@ -72,9 +70,6 @@ def _group(name: str) -> str:
 def coir_table(root: str | os.PathLike, systems: list[str], *, batch_size: int = 32, limit: int | None = None,
                vector_cache: bool = True, split: str = "test") -> BenchTable:
     """Every system on every task under ``root``: nDCG@10 per task and their mean (CoIR's table)."""
-    # numpy: loaded to score, not by import structret.suites.coir
-    from structret.evaluation import evaluate_retriever, make_protocol
-
     tasks = find_tasks(root)
     protocols, notes = [], []
     for name, folder in tasks:
