@@ -769,7 +769,8 @@ def new_model(data, split, data_options, backbone, options, out):
               help="Use the checkpoint (--resume) or run (--model RUN) even if its files do not match its "
                    "checksums.json, or it is missing; a warning on stderr names what was not checked.")
 @click.option("--list-recipes", is_flag=True,
-              help="List the shipped recipes, each with what it does and the paper table it reproduces, and exit.")
+              help="List the installed recipes (every plugin's), each with what it does and the paper table it "
+                   "reproduces, and exit.")
 def train(recipe, objective, backbone, model, backbone_options, data, split, data_options, output, settings,
           grad_cache_chunk, resume, no_verify, list_recipes):
     """Continual pretraining or fine-tuning: any objectives on any backbone.

@@ -117,8 +117,8 @@ def _spec_of(dataset: Dataset) -> tuple[str, str | None, dict]:
 
 
 def list_recipes() -> list[Any]:
-    """The shipped recipes, resolved (``structret.recipes.Recipe``: name, description, the paper
-    table it ``reproduces``, every field)."""
+    """The installed recipes (every plugin's ``register_recipes``), resolved (``structret.recipes.Recipe``:
+    name, description, the paper table it ``reproduces``, every field)."""
     # pydantic: kept out of import structret.api
     from structret.recipes import list_recipes as shipped, resolve_recipe
 
