@@ -133,8 +133,9 @@ def register_objectives(register):
     """Register pretraining and fine-tuning objectives (``sda``, ``mep``, ...).
 
     Factory: ``objective(**options) -> Objective``, called with its options (the run's
-    ``[name]`` table, checked by the options model it registers). What the object has is
-    declared once, by ``structret.contracts.Objective`` and its three role Protocols
+    ``[name]`` table, checked by the options model it registers; a factory with a parameter
+    named ``options`` is handed the model's instance instead: ``mep(options: EntityMasking)``).
+    What the object has is declared once, by ``structret.contracts.Objective`` and its three role Protocols
     (``ContrastiveObjective``, ``CorruptionObjective``, ``AuxiliaryObjective``): the registry
     checks each objective it makes against them (rules ``objective-*``). In short: a
     contrastive objective scores gathered query and passage vectors, a corruption objective
