@@ -9,6 +9,11 @@ class PluginError(StructretError):
     """A plugin is missing, misnamed, duplicated or broken."""
 
 
+class OptionError(PluginError, ValueError):
+    """An option a plugin was given is not one of its options, or has a value it does not take;
+    the message lists the plugin's options."""
+
+
 class ContractError(PluginError):
     """A plugin broke its contract (structret/contracts.py): the message names the plugin and the rule."""
 

@@ -12,10 +12,16 @@ so ``structret --help`` never pays for torch, transformers or tree-sitter.
 
 ``options`` is the plugin's options model (a ``structret.options.Options`` subclass, or a
 lazy ``"module:Class"`` string naming one in a module that imports nothing heavy): each
-field an option with its type, default and docstring. The factory is called with every
-option as a keyword argument, validated and completed by that model; recipes give them in a
+field an option with its type, default and docstring. The registry validates and completes
+the options a user gives with that model, then calls the factory: a factory with a parameter
+named ``options`` is handed the model's instance (``def mep(options: EntityMasking)``, read as
+``options.extractor``), with core's arguments (``structret.options.CORE_ARGUMENTS``: a reader's
+``path`` and ``split``, an index's ``dim`` and ``metric``) as before; any other factory gets
+every option as a keyword argument. A factory that Python code also calls with single options
+(``HFEncoder(path, pooling="mean")``) takes ``options=None, **given`` and reads them through
+``structret.plugin.resolve_options``, so one model checks both. Recipes give the options in a
 table named after the plugin (``[mep] extractor = "tree-sitter"``, ``--set mep.extractor=``),
-and ``structret plugins --options NAME`` prints them. Without it, the options are read off
+and ``structret plugins --options NAME`` prints them. Without a model, the options are read off
 the factory's signature (no documentation, and the factory's module is imported to do so).
 
 Every hook is called once per process when the registry is first built.
@@ -48,8 +54,10 @@ def register_datasets(register):
 def register_backbones(register):
     """Register encoder backbones.
 
-    Factory: ``backbone(model: str | None = None, **options) -> Backbone``; ``model``
-    is a hub id or local path overriding the plugin's default weights. The object
+    Factory: ``backbone(model: str | None = None, **options) -> Backbone`` (or
+    ``backbone(model=None, options: MyOptions | None = None, **given)``, handed the validated
+    options model; see the module's docstring); ``model`` is a hub id or local path overriding
+    the plugin's default weights. The object
     encodes texts to a float32 ``numpy`` matrix and declares ``capabilities``
     (``encoder``, ``seq2seq``, ``mlm``, ``structure-attention``) so objectives
     can check they fit before training starts.
@@ -125,8 +133,9 @@ def register_objectives(register):
     """Register pretraining and fine-tuning objectives (``sda``, ``mep``, ...).
 
     Factory: ``objective(**options) -> Objective``, called with its options (the run's
-    ``[name]`` table, checked by the options model it registers). What the object has is
-    declared once, by ``structret.contracts.Objective`` and its three role Protocols
+    ``[name]`` table, checked by the options model it registers; a factory with a parameter
+    named ``options`` is handed the model's instance instead: ``mep(options: EntityMasking)``).
+    What the object has is declared once, by ``structret.contracts.Objective`` and its three role Protocols
     (``ContrastiveObjective``, ``CorruptionObjective``, ``AuxiliaryObjective``): the registry
     checks each objective it makes against them (rules ``objective-*``). In short: a
     contrastive objective scores gathered query and passage vectors, a corruption objective

@@ -12,6 +12,11 @@ its default is the plugin's, and the docstring under it is what ``structret plug
 prints. Unknown keys are refused with the list of the plugin's options. Core never names a
 plugin's option: recipes carry one table per plugin (``[mep]``), validated here.
 
+A factory that has a parameter named ``options`` is handed the validated model instance itself
+(``options.extractor``); one without gets one keyword argument per option. A factory taking
+``options`` that Python code also calls with keywords (``HFEncoder(path, pooling="mean")``) reads
+them through :func:`resolve_options`, so the same model checks them.
+
 A plugin that declares nothing still works: its options are read off its factory's signature
 (types and defaults, no documentation), and the factory itself is imported to do so.
 """
@@ -23,11 +28,13 @@ import inspect
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, TypeAdapter, ValidationError, create_model
 
-from structret.errors import PluginError
+from structret.errors import OptionError
+
+M = TypeVar("M", bound=BaseModel)
 
 # Arguments core passes to a factory itself; they are not options a user sets per plugin.
 CORE_ARGUMENTS: dict[str, tuple[str, ...]] = {
@@ -125,12 +132,12 @@ def convert(model: type[BaseModel], key: str, value: Any, *, what: str) -> Any:
     try:
         return TypeAdapter(field.annotation if field.annotation is not None else Any).validate_python(value)
     except ValidationError as exc:
-        raise PluginError(f"{what}: {key}={value!r}: {exc.errors()[0]['msg']}. Its options: {listing(model)}.") from None
+        raise OptionError(f"{what}: {key}={value!r}: {exc.errors()[0]['msg']}. Its options: {listing(model)}.") from None
 
 
-def validate(model: type[BaseModel], values: dict[str, Any], *, what: str) -> dict[str, Any]:
-    """``values`` checked and converted by ``model``, every option present (defaults filled).
-    ``what`` names the plugin in errors ("objective 'mep'")."""
+def validate(model: type[M], values: dict[str, Any], *, what: str) -> M:
+    """``values`` checked and converted by ``model``: its instance, every option present (defaults
+    filled). ``what`` names the plugin in errors ("objective 'mep'")."""
     unknown = [key for key in values if key not in model.model_fields]
     if unknown:
         known = list(model.model_fields)
@@ -138,18 +145,33 @@ def validate(model: type[BaseModel], values: dict[str, Any], *, what: str) -> di
         close = ([k for k in known if k.lower() == unknown[0].lower()]
                  or difflib.get_close_matches(unknown[0], known, n=1))
         hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise PluginError(f"{what} has no option '{unknown[0]}'.{hint} Its options: {listing(model)}. "
+        raise OptionError(f"{what} has no option '{unknown[0]}'.{hint} Its options: {listing(model)}. "
                           f"(structret plugins --options NAME prints them with their documentation.)")
     try:
-        made = model.model_validate(values)
+        return model.model_validate(values)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             key = ".".join(str(p) for p in error["loc"]) or "options"
             given = values.get(str(error["loc"][0])) if error["loc"] else None
             problems.append(f"{key}={given!r}: {error['msg']}" if error["loc"] else error["msg"])
-        raise PluginError(f"{what}: {'; '.join(problems)}. Its options: {listing(model)}.") from None
-    return {name: getattr(made, name) for name in model.model_fields}
+        raise OptionError(f"{what}: {'; '.join(problems)}. Its options: {listing(model)}.") from None
+
+
+def resolve_options(model: type[M], options: M | None, given: dict[str, Any], *, what: str) -> M:
+    """The options a factory that takes ``options`` works from: ``options`` as the registry (or a
+    caller) made them, with ``given`` (keywords from Python code: ``HFEncoder(path, pooling="mean")``)
+    checked by the same model and laid over them; neither: ``model``'s defaults. ``what`` names the
+    plugin in errors ("backbone 'hf-encoder'")."""
+    if options is None:
+        return validate(model, given, what=what)
+    if not isinstance(options, model):
+        raise OptionError(f"{what}: options must be a {model.__module__}.{model.__qualname__}, not "
+                          f"{type(options).__name__}; give single options as keywords instead.")
+    if not given:
+        return options
+    earlier = {name: getattr(options, name) for name in options.model_fields_set}
+    return validate(type(options), {**earlier, **given}, what=what)
 
 
 def plain(value: Any) -> Any:

@@ -39,8 +39,8 @@ from structret.contracts import (
 )
 from structret.hookspecs import hookimpl
 from structret.mining.rules import MinedFunction
-from structret.options import Count, LMWarmupOptions, Names, Options
-from structret.registry import get_registry, takes_options_of
+from structret.options import Count, LMWarmupOptions, Names, Options, resolve_options
+from structret.registry import get_registry
 
 if TYPE_CHECKING:
     from structret.exporting.errors import ExportError
@@ -65,7 +65,7 @@ __all__ = [
     "AuxiliaryObjective", "Backbone", "ContrastiveObjective", "CorruptionObjective", "Count", "DatasetReader",
     "Extractor", "Index", "LMWarmupOptions", "LanguageModelBackbone", "Linearizer", "MinedFunction", "Miner", "Names",
     "Objective", "ObjectiveDefaults", "Options", "PAD_TO", "Retriever", "TrainableBackbone", "WINDOW", "atomic_dir",
-    "budget", "cache_dir", "check_entities", "get_registry", "hookimpl", "precision", "takes_options_of",
+    "budget", "cache_dir", "check_entities", "get_registry", "hookimpl", "precision", "resolve_options",
     "token_batches", "verify_checksums", "write_meta", *_INDEXING, *_PARENTS, *_EXPORTING, *_BENCH,
 ]
 

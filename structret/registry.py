@@ -156,6 +156,12 @@ class PluginEntry:
             if model is None:  # **options: the plugin checks its own
                 return dict(values)
             return {key: opts.convert(model, key, value, what=self.what) for key, value in values.items()}
+        return dict(self.validated_options(values))
+
+    def validated_options(self, values: dict[str, Any]) -> Any:
+        """``values`` as an instance of the plugin's declared Options model (checked, defaults filled)."""
+        from structret import options as opts  # pydantic: kept out of import structret.api
+
         return opts.validate(self.options_model(), values, what=self.what)
 
 
@@ -211,16 +217,21 @@ class Registry:
     def create(self, kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
         """Resolve ``name`` and call its factory with its options checked and completed (the
         plugin's Options model: every option passed, defaults filled in). ``kwargs`` may also
-        hold the arguments core gives every plugin of the kind (``structret.options.CORE_ARGUMENTS``)."""
+        hold the arguments core gives every plugin of the kind (``structret.options.CORE_ARGUMENTS``).
+
+        A factory registered with an Options model that has a parameter named ``options`` gets
+        the validated model instance as ``options=``; any other gets one keyword per option."""
         from structret.options import CORE_ARGUMENTS  # pydantic: kept out of import structret.api
 
         entry = self.get(kind, name)
         if entry.is_file:
             raise PluginError(f"{entry.what} is a file ({entry.target}) to read, not a factory to call.")
         core = {k: v for k, v in kwargs.items() if k in CORE_ARGUMENTS.get(kind, ())}
-        options = entry.validate_options({k: v for k, v in kwargs.items() if k not in core})
+        given = {k: v for k, v in kwargs.items() if k not in core}
+        # checked before the factory's module is imported: a typo costs no torch
+        made = entry.validate_options(given) if entry.options is None else entry.validated_options(given)
         factory = entry.load()
-        kwargs = {**core, **options}
+        kwargs = {**core, **({"options": made} if entry.options is not None and _takes_options(factory) else dict(made))}
         _bind(entry, factory, args, kwargs, partial=False)
         return _checked(entry, _call(entry, factory, args, kwargs))
 
@@ -246,6 +257,15 @@ def plural(kind: str) -> str:
     return kind + ("es" if kind.endswith("x") else "s")
 
 
+def _takes_options(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` has a parameter named ``options`` (it is then handed its Options model's instance)."""
+    try:
+        parameter = inspect.signature(factory).parameters.get("options")
+    except (TypeError, ValueError):  # some builtins have no signature
+        return False
+    return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+
+
 def _bind(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: dict, *, partial: bool) -> None:
     """Raise PluginError naming the options the factory accepts if ``kwargs`` does not fit its signature."""
     try:
@@ -265,24 +285,6 @@ def _bind(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: 
             f"{entry.kind} '{entry.name}' (from distribution '{entry.distribution}'): {exc}.{hint} "
             f"Options it accepts: {', '.join(accepted) or '(none)'}."
         ) from None
-
-
-def takes_options_of(target: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """For a factory that passes ``**options`` on to ``target`` (a preset over a general class):
-    its signature then lists ``target``'s keyword options as well, so option keys are checked
-    before the factory runs and named in errors."""
-
-    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(factory).parameters.values() if p.kind != p.VAR_KEYWORD]
-        names = {p.name for p in own}
-        passed = [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(target).parameters.values()
-                  if p.name not in names and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                  and p.name != "self"]
-        first_keyword = next((i for i, p in enumerate(own) if p.kind == p.KEYWORD_ONLY), len(own))
-        setattr(factory, "__signature__", inspect.Signature(own[:first_keyword] + passed + own[first_keyword:]))
-        return factory
-
-    return decorate
 
 
 def _call(entry: PluginEntry, factory: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

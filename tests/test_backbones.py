@@ -157,6 +157,26 @@ def test_bad_options_are_rejected(tiny_bert_dir):
         HFEncoder(tiny_bert_dir, dtype="fp8")
 
 
+def test_options_given_from_python_are_checked_by_the_options_model(tiny_bert_dir, tiny_t5_dir, tmp_path):
+    """HFEncoder(path, pooling=...) is checked by structret_backbones.options, as the registry checks
+    --backbone-option: an error names the option, what it may be, and every option; before any loading."""
+    from structret.errors import OptionError
+
+    with pytest.raises(OptionError, match=r"^backbone 'hf-encoder': pooling='nope': Input should be 'cls' or 'mean'\. "
+                                          r"Its options: .*pooling \('cls' \| 'mean', default 'cls'\)"):
+        HFEncoder(tmp_path / "not-loaded", pooling="nope")
+    with pytest.raises(OptionError, match="backbone 'hf-encoder' has no option 'poolling'. Did you mean 'pooling'"):
+        HFEncoder(tiny_bert_dir, poolling="mean")
+    with pytest.raises(OptionError, match=r"backbone 't5': max_length=0: Input should be greater than 0"):
+        T5Encoder(tiny_t5_dir, max_length=0)
+    with pytest.raises(OptionError, match=r"backbone 'minilm': normalize='perhaps'"):
+        minilm(tiny_bert_dir, normalize="perhaps")
+    # a preset's defaults are its options model's (structret_backbones.options.MiniLM), keywords go over them
+    preset = minilm(tiny_bert_dir)
+    assert (preset.pooling, preset.normalize, preset.max_length) == ("mean", True, 256)
+    assert (minilm(tiny_bert_dir, pooling="cls").pooling, minilm(tiny_bert_dir, pooling="cls").normalize) == ("cls", True)
+
+
 def test_unknown_model_offline_fails_fast_with_instructions(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.perf_counter()

@@ -150,8 +150,10 @@ def test_every_plugin_declares_its_options():
 
 def test_every_option_model_is_documented_and_matches_its_factory():
     """A declared option the factory does not take would fail at creation; a default that differs
-    from the factory's own would depend on the caller (the registry passes every option)."""
+    from the factory's own would depend on the caller (the registry passes every option). A factory
+    taking ``options`` is handed the model's instance: its annotation names that model (or a base)."""
     import inspect
+    import typing
 
     for entry in get_registry().all():
         if entry.options is None:
@@ -161,14 +163,17 @@ def test_every_option_model_is_documented_and_matches_its_factory():
             assert info.doc, f"{entry.kind} {entry.name}: option {info.name} has no docstring"
         factory = entry.load()
         parameters = inspect.signature(factory).parameters
+        if "options" in parameters:
+            annotation = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)["options"]
+            taken = [t for t in typing.get_args(annotation) or (annotation,) if t is not type(None)]
+            assert any(issubclass(model, t) for t in taken), f"{entry.what}: is handed {model.__name__}, takes {annotation}"
+            continue
         takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
         assert not takes_any, f"{entry.what}: declares its options, so its factory takes them by name"
-        # a preset (registry.takes_options_of: minilm, t5-base) shows its target's defaults and sets its own
-        preset = "__signature__" in vars(factory)
         for name, field in model.model_fields.items():
             assert name in parameters, f"{entry.what}: option {name} is not a factory parameter"
             own = parameters[name].default
-            if own is not inspect.Parameter.empty and not preset:
+            if own is not inspect.Parameter.empty:
                 declared = field.get_default(call_default_factory=True)
                 assert plain(declared) == plain(own), f"{entry.what}: {name} defaults to {declared!r}, its factory's to {own!r}"
 

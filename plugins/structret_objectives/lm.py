@@ -19,10 +19,11 @@ import numpy as np
 import torch
 
 from structret.plugin import ObjectiveDefaults, check_entities
-from structret.plugin import LMWarmupOptions
+from structret.plugin import LMWarmupOptions, resolve_options
 from structret.errors import ObjectiveError
 from structret.records import CodeRecord, Entity, ItemRecord
 from structret_objectives import masking
+from structret_objectives import options as opts
 
 _VARIANTS = ("seq2seq", "mlm")  # preference order when a backbone has both
 SENTINELS = 100  # <extra_id_0> ... <extra_id_99>, as T5 and CodeT5 have
@@ -243,20 +244,17 @@ class SpanMasking(ObjectiveDefaults):
         return f"span-mask(noise_density={self.noise_density}, mean_span_length={self.mean_span_length})"
 
 
-# lm_warmup*: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)
-def mep(extractor: str = "auto", entity_rate: float = 1.0, lm_warmup: int | str = "auto",
-        lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3, contrastive_input: str = "masked"
-        ) -> EntityMasking:
-    return EntityMasking(extractor, entity_rate, LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps,
-                                                                 lm_warmup_lr=lm_warmup_lr), contrastive_input)
+# The registry hands each factory its validated options (structret_objectives.options); Python code
+# may give single ones as keywords instead. The options are an LMWarmupOptions: the trainer's
+# LM-head warm-up reads their lm_warmup* fields.
+def mep(options: opts.EntityMasking | None = None, **given: Any) -> EntityMasking:
+    options = resolve_options(opts.EntityMasking, options, given, what="objective 'mep'")
+    return EntityMasking(options.extractor, options.entity_rate, options, options.contrastive_input)
 
 
-def span_mask(noise_density: float = 0.15, mean_span_length: float = 3.0,
-              lm_warmup: int | str = "auto", lm_warmup_auto_steps: int = 200, lm_warmup_lr: float = 1e-3,
-              contrastive_input: str = "masked") -> SpanMasking:
-    return SpanMasking(noise_density, mean_span_length,
-                       LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps,
-                                       lm_warmup_lr=lm_warmup_lr), contrastive_input)
+def span_mask(options: opts.SpanMasking | None = None, **given: Any) -> SpanMasking:
+    options = resolve_options(opts.SpanMasking, options, given, what="objective 'span-mask'")
+    return SpanMasking(options.noise_density, options.mean_span_length, options, options.contrastive_input)
 
 
 def _contrastive_input(name: str, value: str) -> str:

@@ -73,9 +73,10 @@ import torch
 
 from structret.plugin import ObjectiveDefaults
 from structret.errors import PluginError
-from structret.plugin import LMWarmupOptions
+from structret.plugin import LMWarmupOptions, resolve_options
 from structret.errors import ObjectiveError
 from structret.records import ItemRecord, Query
+from structret_products import options as opts
 from structret_products.linearizers import (
     CONTENT_FIELDS,
     CONTENT_INDICATOR,
@@ -478,48 +479,16 @@ class MaskedLM(_Layouts):
                 f"query_mask_ratio={self.query_mask_ratio}, aspect_mask_ratio={self.aspect_mask_ratio})")
 
 
-def _aspect_list(aspects: Iterable[str] | str) -> Iterable[str]:
-    """A recipe gives ``aspects = "brand,color"``; empty means the default list."""
-    if isinstance(aspects, str):
-        return tuple(a.strip() for a in aspects.split(",") if a.strip()) or DEFAULT_ASPECTS
-    return aspects
+# The registry hands each factory its validated options (structret_products.options); Python code
+# may give single ones as keywords instead. The options are an LMWarmupOptions: the trainer's
+# LM-head warm-up reads their lm_warmup* fields.
+def aspect_mlm(options: opts.AspectMLM | None = None, **given: Any) -> AspectMLM:
+    options = resolve_options(opts.AspectMLM, options, given, what="objective 'aspect-mlm'")
+    return AspectMLM(options.aspects, options.content_mask_ratio, options.query_mask_ratio, options.aspect_mask_ratio,
+                     options.mutual_weight, options.reduction, options.content_fields, options.indicator_init, options)
 
 
-# The factories take recipe fields by name (structret.training.build_objectives).
-def aspect_mlm(
-    aspects: Iterable[str] | str = DEFAULT_ASPECTS,
-    content_mask_ratio: float = 0.15,
-    query_mask_ratio: float = 0.3,
-    aspect_mask_ratio: float | None = 0.6,
-    mutual_weight: float = 1.0,
-    reduction: str = "per-view",
-    content_fields: Iterable[str] = CONTENT_FIELDS,
-    indicator_init: str = "random",
-    lm_warmup: int | str = "auto",
-    lm_warmup_auto_steps: int = 200,
-    lm_warmup_lr: float = 1e-3,
-) -> AspectMLM:
-    """``lm_warmup*``: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)."""
-    return AspectMLM(_aspect_list(aspects), content_mask_ratio, query_mask_ratio,
-                     0.6 if aspect_mask_ratio is None else aspect_mask_ratio, mutual_weight, reduction, content_fields,
-                     indicator_init, LMWarmupOptions(lm_warmup=lm_warmup, lm_warmup_auto_steps=lm_warmup_auto_steps,
-                                                     lm_warmup_lr=lm_warmup_lr))
-
-
-def mlm(
-    mlm_input: str = "content",
-    content_mask_ratio: float = 0.15,
-    query_mask_ratio: float = 0.3,
-    aspect_mask_ratio: float | None = None,
-    aspects: Iterable[str] | str = DEFAULT_ASPECTS,
-    content_fields: Iterable[str] = CONTENT_FIELDS,
-    indicator_init: str = "random",
-    lm_warmup: int | str = "auto",
-    lm_warmup_auto_steps: int = 200,
-    lm_warmup_lr: float = 1e-3,
-) -> MaskedLM:
-    """``lm_warmup*``: structret.options.LMWarmupOptions (the trainer's LM-head warm-up)."""
-    return MaskedLM(mlm_input, content_mask_ratio, query_mask_ratio, aspect_mask_ratio, _aspect_list(aspects),
-                    content_fields, indicator_init, LMWarmupOptions(lm_warmup=lm_warmup,
-                                                                     lm_warmup_auto_steps=lm_warmup_auto_steps,
-                                                                     lm_warmup_lr=lm_warmup_lr))
+def mlm(options: opts.MaskedLM | None = None, **given: Any) -> MaskedLM:
+    options = resolve_options(opts.MaskedLM, options, given, what="objective 'mlm'")
+    return MaskedLM(options.mlm_input, options.content_mask_ratio, options.query_mask_ratio, options.aspect_mask_ratio,
+                    options.aspects, options.content_fields, options.indicator_init, options)

@@ -24,13 +24,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from structret.errors import ModelLoadError
-from structret.plugin import NO_PARENT, gold_attention
+from structret.plugin import NO_PARENT, gold_attention, resolve_options
+from structret_structure import options as opts
 from structret_structure.tokenizer import StructureTokenizer, Tokenize, train_bpe
 
 MODEL_TYPE = "structret-informed-transformer"
 WEIGHTS = "model.safetensors"
 QUERY_WEIGHTS = "query_model.safetensors"  # the query tower, when it is a separate encoder
-QUERY_ENCODERS = ("shared", "separate")
 
 
 @dataclass
@@ -141,6 +141,8 @@ def _query_config(config: InformedConfig) -> InformedConfig:
 
 # what a saved directory fixes; device and strict a caller may choose again
 _ARCHITECTURE = tuple(f.name for f in fields(InformedConfig))
+# the options that shape a new model (its vocabulary's size is the BPE's, strict is set apart)
+_SHAPE = ("dim", "layers", "heads", "ffn_mult", "max_length", "informed_layers", "dropout")
 
 
 class InformedTransformer:
@@ -160,17 +162,14 @@ class InformedTransformer:
     plugin_name = "informed-transformer"
     pooling = "mean"
 
-    def __init__(self, model: str | os.PathLike | None = None, *, texts: Iterable[str] | str | None = None,
-                 language: str = "python", split_identifiers: bool = True, linearizer: str = "dfs-parent",
-                 vocab_size: int = 8000,
-                 normalize: bool = False, device: str = "cpu", seed: int = 0, strict: bool | None = None,
-                 dim: int = 128, layers: int = 3, heads: int = 8, ffn_mult: int = 4, max_length: int = 512,
-                 informed_layers: int = 1, dropout: float = 0.1, query_encoder: str | None = None):
-        if query_encoder is not None and query_encoder not in QUERY_ENCODERS:
-            raise ValueError(f"query_encoder={query_encoder!r}: choose one of {', '.join(QUERY_ENCODERS)}")
-        # architecture options shape a fresh model only; a saved one keeps its own
-        architecture: dict[str, Any] = {"dim": dim, "layers": layers, "heads": heads, "ffn_mult": ffn_mult,
-                        "max_length": max_length, "informed_layers": informed_layers, "dropout": dropout}
+    def __init__(self, model: str | os.PathLike | None = None, options: opts.InformedTransformer | None = None, *,
+                 texts: Iterable[str] | str | None = None, **given: Any):
+        # the registry hands the validated options; Python code may give single ones as keywords
+        # (InformedTransformer(texts=..., dim=64)), checked by the same model
+        options = resolve_options(opts.InformedTransformer, options, given, what=f"backbone '{self.plugin_name}'")
+        # a saved model keeps its own language, identifier splitting, linearizer and normalize
+        language, split_identifiers, linearizer = options.language, options.split_identifiers, options.linearizer
+        normalize, query_encoder = options.normalize, options.query_encoder
         if model is not None:
             directory = Path(model).expanduser()
             if not (directory / "config.json").is_file() or not (directory / WEIGHTS).is_file():
@@ -214,31 +213,32 @@ class InformedTransformer:
                 )
             if isinstance(texts, (str, os.PathLike)):
                 texts = Path(texts).read_text(encoding="utf-8").splitlines()
-            bpe = train_bpe(texts, vocab_size=vocab_size, language=language, split_identifiers=split_identifiers,
-                            linearizer=linearizer)
-            self.tokenizer = StructureTokenizer(bpe, max_length=max_length, language=language,
+            bpe = train_bpe(texts, vocab_size=options.vocab_size, language=language,
+                            split_identifiers=split_identifiers, linearizer=linearizer)
+            self.tokenizer = StructureTokenizer(bpe, max_length=options.max_length, language=language,
                                                 split_identifiers=split_identifiers, linearizer=linearizer)
+            # architecture options shape a fresh model only; a saved one keeps its own
             config = InformedConfig(vocab_size=len(self.tokenizer), pad_token_id=self.tokenizer.pad_token_id,
-                                    **architecture)
-            torch.manual_seed(seed)
+                                    **{name: getattr(options, name) for name in _SHAPE})
+            torch.manual_seed(options.seed)
             self.model = InformedEncoder(config)
             self.query_model = InformedEncoder(_query_config(config)) if query_encoder == "separate" else None
             self.name = self.plugin_name
-        if strict is not None:  # the gold tree may be switched on or off for a trained head
-            config.strict = strict
+        if options.strict is not None:  # the gold tree may be switched on or off for a trained head
+            config.strict = options.strict
             for layer in self.model.layers:
-                cast(Layer, layer).attention.strict = strict  # a ModuleList's items are typed Module
+                cast(Layer, layer).attention.strict = options.strict  # a ModuleList's items are typed Module
         self.config = config
         self.dim = config.dim
         self.max_length = config.max_length
         self.normalize = normalize
         self.capabilities = frozenset({"encoder", "structure-attention"})
         self.tokenize = Tokenize(self.tokenizer)
-        self.device = device
+        self.device = options.device
         # one module owning every trainable parameter, made once: the optimizer holds its parameters
         self._trained = (self.model if self.query_model is None
                          else nn.ModuleDict({"code": self.model, "query": self.query_model}))
-        self._trained.to(device)
+        self._trained.to(options.device)
         # head 0's attention per informed layer in the last document forward (parent-attention reads it)
         self.last_attention: list[torch.Tensor] = []
 
