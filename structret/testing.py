@@ -27,6 +27,7 @@ from structret import defaults
 from structret.contracts import (
     Backbone,
     LanguageModelBackbone,
+    Objective,
     TrainableBackbone,
     broken,
     check_auxiliary_loss,
@@ -174,7 +175,7 @@ def _candidates() -> list[tuple[str, dict[str, Any]]]:
             (defaults.ENCODER, {"model": bert, "informed_layers": 1})]
 
 
-def _backbone_for(objective: Any, name: str) -> Any:
+def _backbone_for(objective: Objective, name: str) -> Backbone:
     why = []
     for backbone_name, options in _candidates():
         backbone = get_registry().create("backbone", backbone_name, **options)
@@ -192,7 +193,7 @@ def _backbone_for(objective: Any, name: str) -> Any:
 # --- the checks per kind -------------------------------------------------------------------
 
 
-def _check_objective(name: str, options: dict[str, Any], backbone: Any = None) -> dict[str, Any]:
+def _check_objective(name: str, options: dict[str, Any], backbone: Backbone | None = None) -> dict[str, Any]:
     import torch  # torch: loaded to check an objective, not by import structret.testing
 
     # torch: loaded to check an objective, not by import structret.testing

@@ -136,6 +136,16 @@ def test_plugins_options_lists_types_defaults_and_docs():
     assert result.exit_code == 1 and "Did you mean 'mep'" in result.output
 
 
+def test_plugins_options_of_a_recipe_suite_or_command_says_what_it_is():
+    result = CliRunner().invoke(cli, ["plugins", "--options", "santa-code"])
+    assert result.output.startswith("recipe santa-code (distribution structret): ")
+    assert 'objective = "sda+mep"' in result.output  # the file itself
+    result = CliRunner().invoke(cli, ["plugins", "--options", "coir", "--kind", "suite"])
+    assert "structret bench --suite coir --data-root PATH" in result.output
+    result = CliRunner().invoke(cli, ["plugins", "--options", "plot"])
+    assert "'structret plot --help' lists its options" in result.output
+
+
 # kinds whose every plugin declares an options model (miners take none; protocols are built by core)
 DECLARING_KINDS = ("dataset", "backbone", "index", "retriever", "extractor", "linearizer", "objective")
 

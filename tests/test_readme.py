@@ -191,8 +191,10 @@ def standins(suite: str) -> list[str]:
     """A suite's offline stand-ins (data, backbone, settings), as options, with the small catalog for APT_LISTS."""
     import tomllib
 
-    file = ROOT / "structret" / "suites" / f"{suite}.toml"
-    table = tomllib.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}  # coir is written in code
+    from structret.registry import get_registry
+
+    entry = get_registry().get("suite", suite)  # an unknown suite fails here, not by training on the full catalog
+    table = tomllib.loads(entry.read_text()) if entry.is_file else {}  # coir is built from folders of data
     args: list[str] = []
     for d in table.get("datasets", []):
         if d.get("standin_data", "").endswith(APT_LISTS):

@@ -85,6 +85,13 @@ def describe_plugin(name: str, kind: str | None = None) -> str:
         if entry.is_file:  # a recipe or suite: its settings are the file
             blocks.append(f"{head}: {entry.target}\n\n{entry.read_text().rstrip()}")
             continue
+        if entry.kind == "command":
+            blocks.append(f"{head}: a command; 'structret {entry.name} --help' lists its options.")
+            continue
+        if entry.kind == "suite":  # one built from folders of data: it takes what bench gives it
+            blocks.append(f"{head}: a table over folders of data; run it as 'structret bench --suite {entry.name} "
+                          f"--data-root PATH --system NAME ...'.")
+            continue
         model = entry.options_model()
         if model is None:
             blocks.append(f"{head}: takes **options and checks them itself; its documentation lists them.")

@@ -127,7 +127,7 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
     return {c: math.nan if row[c] is None else float(row[c]) for c in protocol.columns}
 
 
-def tune_fusion(retriever: Any, dataset: Dataset, *, limit: int | None = None, show_progress: bool = True,
+def tune_fusion(retriever: HybridRetriever, dataset: Dataset, *, limit: int | None = None, show_progress: bool = True,
                 candidates: Any = None, measure: str | None = None) -> dict[str, Any]:
     """Choose a hybrid retriever's fusion (structret.fusion) on ``dataset`` -- a validation
     split, never the test split that is reported -- and set it on the retriever.

@@ -12,11 +12,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from structret.errors import StructretError
+from structret.models import Model
+from structret.search_index import SearchIndex
 from structret.serving.page import render
 from structret.serving.searcher import open_searcher
 
@@ -110,7 +113,7 @@ def _missing(util: Any, name: str) -> bool:
     return util.find_spec(name) is None
 
 
-def create_app(index: Any, model: Any = None, *, extractor: str | None = None,
+def create_app(index: SearchIndex | str | os.PathLike, model: Model | str | None = None, *, extractor: str | None = None,
                extractor_options: dict[str, Any] | None = None, language: str | None = None,
                verify: bool = True, max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS,
                model_options: dict[str, Any] | None = None):

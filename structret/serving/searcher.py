@@ -92,12 +92,12 @@ class _Waiting:
 class Searcher:
     """An index, the model that built it and the extractor whose entities hits show."""
 
-    def __init__(self, index: Any, model: Any, marker: Marker | None, *, highlight_language: str | None = None,
+    def __init__(self, index: SearchIndex, model: Model, marker: Marker | None, *, highlight_language: str | None = None,
                  max_batch: int = 32, verify: bool = True):
-        self.index = index  # structret.api.SearchIndex
+        self.index = index
         self._verify = verify
         self._seen = self._loaded = self._identity()  # what the index folder was when it was loaded
-        self.model = model  # structret.api.Model
+        self.model = model
         self.marker = marker
         self.highlight_language = highlight_language  # a Pygments lexer name; None: plain text
         self.text_format = model.text_format.name or ""
@@ -157,7 +157,7 @@ class Searcher:
     def _identity(self) -> tuple[int, int, int] | None:
         """Which version of the index folder is on disk: an update writes a new folder and swaps it in,
         so its checksums.json is another file (inode), whatever its times."""
-        if not getattr(self.index, "path", None):
+        if not self.index.path:  # built in memory: nothing on disk to follow
             return None
         try:
             st = os.stat(os.path.join(self.index.path, CHECKSUMS_FILE))
@@ -170,7 +170,7 @@ class Searcher:
         Runs in the answering turn, so no query sees half of it; queries in flight keep the old one
         (its files stay readable after the swap). One that cannot be loaded is logged, not served."""
         now = self._identity()
-        if now is None or now in (self._loaded, self._seen):
+        if now is None or now in (self._loaded, self._seen) or not self.index.path:
             return
         self._seen = now  # tried once per version on disk, not once per query
         try:
@@ -226,7 +226,7 @@ class Searcher:
         return ShownHit(rank, hit.id, hit.score, hit.text, entities, layout, note, hit.sources)
 
 
-def open_searcher(index: Any, model: Any = None, *, extractor: str | None = None,
+def open_searcher(index: SearchIndex | str | os.PathLike, model: Model | str | None = None, *, extractor: str | None = None,
                   extractor_options: dict[str, Any] | None = None, language: str | None = None,
                   verify: bool = True, model_options: dict[str, Any] | None = None) -> Searcher:
     """Load ``index`` (a directory of ``structret index`` or a SearchIndex) and its model

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import sys
 from typing import Any, Callable
 
 from structret.errors import StructretError
+from structret.models import Model
+from structret.search_index import SearchIndex
 from structret.serving.app import create_app, require_web_stack
 
 DEFAULT_HOST = "127.0.0.1"
@@ -37,7 +40,7 @@ def bind_lines(host: str, port: int) -> list[str]:
     return lines
 
 
-def serve(index: Any, model: Any = None, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+def serve(index: SearchIndex | str | os.PathLike, model: Model | str | None = None, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
           echo: Callable[[str], None] | None = None, **app_options: Any) -> None:
     """Load ``index`` and its model (see :func:`structret.serving.create_app`), then answer
     requests on ``host:port`` until interrupted."""

@@ -52,8 +52,9 @@ def create_backbone(recipe: Recipe, weights: str | Path | TrainedModel | None = 
     (its final weights, checked here unless ``verify`` is False). Through ``open_model``, as every
     command opens a model, but the recipe's backbone wins over the run's."""
     options = recipe.options(get_registry().get("backbone", recipe.backbone).name)
-    model = weights if weights is not None else recipe.model
-    return open_model(recipe.backbone, str(model) if isinstance(model, Path) else model, options, verify=verify,
+    if weights is not None and not isinstance(weights, TrainedModel):  # checked by the caller: not hashed again
+        weights = TrainedModel(recipe.backbone, str(weights), {}, {})
+    return open_model(recipe.backbone, weights if weights is not None else recipe.model, options, verify=verify,
                       weights_only=True).backbone
 
 
@@ -100,7 +101,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     if checkpoint is not None:
         check_resumable(run, recipe)
         try:
-            resumed = trained_model(str(checkpoint), verify=verify) or str(checkpoint)  # checked once, here
+            resumed = trained_model(str(checkpoint), verify=verify) or str(checkpoint)  # checked here, once
         except ArtifactError as exc:  # the message says which checkpoint to delete and what resumes then
             raise TrainingError(str(exc)) from None
 
