@@ -980,9 +980,9 @@ def _bench_folders(suite, data_root, systems, split, batch_size, limit, out, no_
         raise click.UsageError(f"--data-root goes with a suite built from folders of data; '{suite}' is not one "
                                f"('structret plugins --kind suite' lists them): leave out --data-root")
     if not data_root:
-        raise click.UsageError(f"--suite {suite} is built from folders of data: give --data-root PATH, the folder "
-                               f"holding them (for coir: one task folder each with corpus.jsonl, queries.jsonl, "
-                               f"qrels/test.tsv), e.g. --data-root coir-data")
+        about = next((e.help for e in api.list_plugins("suite") if e.name == suite), "")  # what the plugin says
+        raise click.UsageError(f"--suite {suite} is built from folders of data ({about}): give --data-root PATH, "
+                               f"the folder holding them")
     given = [flag for flag, value in others.items() if value]
     if given:
         raise click.UsageError(f"--suite {suite} --data-root takes --system, --split, --limit, --batch-size, --out; "

@@ -24,7 +24,8 @@ def register_suites(register):
     for file in sorted((HERE / "suites").glob("*.toml")):
         register(file.stem, file, help=_description(file))
     register("coir", "structret_papers.coir:coir_table",
-             help="CoIR's leaderboard: every --system on every task folder under --data-root, nDCG@10 as CoIR computes it")
+             help="CoIR's leaderboard: every --system on every task folder under --data-root (each with corpus.jsonl, "
+                  "queries.jsonl, qrels/test.tsv), nDCG@10 as CoIR computes it")
 
 
 @hookimpl
