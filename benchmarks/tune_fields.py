@@ -35,12 +35,13 @@ def main() -> None:
     parser.add_argument("--measure", help="the protocol column to choose by (default: its first)")
     args = parser.parse_args()
 
-    from structret.data import load_dataset, parse_options
+    from structret.datasets import load_dataset
+    from structret.keyvalue import parse_options
     from structret.evaluation import make_protocol
     from structret.evaluation.protocols import own_text, query_text
     from structret.registry import get_registry
 
-    dataset = load_dataset(args.data, split=args.split, options=parse_options(tuple(args.data_option)))
+    dataset = load_dataset(args.data, args.split, **parse_options(tuple(args.data_option)))
     protocol = make_protocol(dataset)
     measure = args.measure or protocol.columns[0]
     if measure not in protocol.columns:

@@ -17,7 +17,7 @@ from typing import Any
 from structret import defaults, retrieval
 from structret.artifacts import cache_dir
 from structret.contracts import optional
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.evaluation import evaluate_retriever, make_protocol, tune_fusion
 from structret.fusion import parse
 from structret.mining import mine

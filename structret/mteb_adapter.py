@@ -32,7 +32,7 @@ from mteb.types import PromptType
 
 from structret.models import Model, load_model
 from structret.contracts import optional
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.errors import StructretError
 from structret.records import COIR_RANKING
 

@@ -15,7 +15,8 @@ import re
 import warnings
 from typing import AbstractSet, Any
 
-from structret.data import parse_data_spec, parse_options, parse_pairs
+from structret.datasets import parse_data_spec
+from structret.keyvalue import parse_options, parse_pairs
 from structret.errors import DataError, ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError
 from structret.registry import get_registry
 

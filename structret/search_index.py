@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from structret import defaults
 from structret.artifacts import add_to_checksums, checksummed, read_meta, verified
 from structret.contracts import Index, optional
-from structret.data import require
-from structret.datasets import dataset_split
+from structret.datasets import dataset_split, require
 from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
 from structret.records import Dataset

@@ -112,7 +112,7 @@ def test_debian_broken_packages_are_skipped_and_counted():
 
 
 def test_tevatron_bad_lines_are_skipped_and_counted():
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
     from structret.training import examples_from_dataset
 
     file = BAD / "tevatron-bad.jsonl"
@@ -128,7 +128,7 @@ def test_tevatron_bad_lines_are_skipped_and_counted():
 
 
 def test_tevatron_truncated_gzip_is_a_data_error_naming_file_and_line():
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
 
     file = BAD / "tevatron-truncated.jsonl.gz"
     with pytest.raises(DataError) as info:

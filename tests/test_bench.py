@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from structret.bench import run_bench
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.evaluation.protocols import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_COLUMN
 from structret.records import CodeRecord, Dataset, Query, ReadStats
 

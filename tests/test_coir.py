@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from structret.cli import cli
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.errors import DataError
 from structret.evaluation import make_protocol
 from structret.errors import SuiteError

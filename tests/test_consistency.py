@@ -6,7 +6,7 @@ import json
 import pytest
 
 from structret.consistency import filter_pairs, own_ranks, report_path
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.errors import StructretError
 
 ROWS = [  # (language, function name, code body, docstring)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.errors import DataError
 from structret.evaluation import evaluate, make_protocol
 

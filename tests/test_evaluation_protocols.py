@@ -7,7 +7,7 @@ import pytest
 from _tiny_models import one_torch_thread, tiny_bert_dir  # noqa: F401  (fixtures)
 
 from structret.bench import run_bench
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.errors import PluginError
 from structret.evaluation import EvaluationError, evaluate, evaluate_retriever, make_protocol, task_of
 from structret.evaluation.protocols import CSN_COLUMN, CSN_QUERY_COLUMN, POOL_COLUMN

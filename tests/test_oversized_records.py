@@ -214,7 +214,7 @@ def test_esci_santa_pretrain_product_over_the_limit_is_skipped(tmp_path):
 
 
 def test_tevatron_line_with_a_passage_over_the_limit_is_skipped(tmp_path):
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
     from structret.training import examples_from_dataset
 
     def line(i: int, text: str) -> str:
@@ -223,7 +223,7 @@ def test_tevatron_line_with_a_passage_over_the_limit_is_skipped(tmp_path):
 
     file = tmp_path / "train.jsonl"
     file.write_text(line(1, "short") + line(2, "v" * (LIMIT + 3)) + line(3, "short"))
-    dataset = load_dataset(f"tevatron:{file}", options={"max_field_chars": LIMIT})
+    dataset = load_dataset(f"tevatron:{file}", max_field_chars=LIMIT)
     examples, stats = examples_from_dataset(dataset), dataset.stats
     assert len(examples) == 2
     reason = f"field 'positive_passages' over max_field_chars={LIMIT}"

@@ -191,11 +191,11 @@ def test_every_option_model_is_documented_and_matches_its_factory():
 @pytest.mark.parametrize("reader", ["codesearchnet", "adv", "esci", "esci-santa-pretrain", "debian-packages",
                                     "beir", "tevatron"])
 def test_a_reader_refuses_an_unknown_option_listing_its_own(tmp_path, reader):
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
     from structret.errors import PluginError
 
     with pytest.raises(PluginError) as error:
-        load_dataset(f"{reader}:{tmp_path}", options={"max_chars": 5})  # refused before the path is looked at
+        load_dataset(f"{reader}:{tmp_path}", max_chars=5)  # refused before the path is looked at
     assert f"dataset '{reader}' has no option 'max_chars'" in str(error.value)
     assert "Did you mean 'max_field_chars'?" in str(error.value)
     for option in describe(get_registry().get("dataset", reader).options_model()):
@@ -203,15 +203,15 @@ def test_a_reader_refuses_an_unknown_option_listing_its_own(tmp_path, reader):
 
 
 def test_a_reader_option_is_converted_by_its_model(tmp_path):
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
     from structret.errors import DataError, PluginError
 
     with pytest.raises(PluginError, match=r"locale='fr': Input should be 'us', 'es', 'jp' or 'all'"):
-        load_dataset(f"esci:{tmp_path}", options={"locale": "fr"})
+        load_dataset(f"esci:{tmp_path}", locale="fr")
     with pytest.raises(DataError, match="does not exist"):  # JP is jp: the options pass, the path is read
-        load_dataset(f"esci:{tmp_path / 'nowhere'}", options={"locale": "JP", "max_field_chars": 2e6})
-    with pytest.raises(DataError, match="'split' is not a reader option.*--split"):
-        load_dataset(f"esci:{tmp_path}", options={"split": "test"})
+        load_dataset(f"esci:{tmp_path / 'nowhere'}", locale="JP", max_field_chars=2e6)
+    with pytest.raises(DataError, match="'path' is not a reader option.*--data FORMAT:PATH"):
+        load_dataset(f"esci:{tmp_path}", path="elsewhere")
 
 
 def test_plugins_options_documents_a_reader():
@@ -247,7 +247,7 @@ def test_listing_every_plugins_options_imports_nothing_heavy():
 
 def test_command_line_options_stay_text_until_the_options_model_types_them():
     """query_prefix=1 is the prefix "1" (a str option), max_length=32 the number (an int option), as --set gives them."""
-    from structret.data import parse_options
+    from structret.keyvalue import parse_options
     from structret.registry import get_registry
 
     given = parse_options(["query_prefix=1", "max_length=32", "normalize=false"])

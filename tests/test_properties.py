@@ -513,7 +513,7 @@ def test_debian_reader_counts_every_stanza(data):
 
 @given(st.data())
 def test_tevatron_reader_counts_every_line(data):
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
     from structret.training import examples_from_dataset
 
     good = {"query_id": "1", "query": "q", "positive_passages": [{"docid": "d", "text": "t"}],

@@ -81,7 +81,7 @@ def test_mining_keeps_the_pairs_and_says_their_kind(tmp_path):
     assert kinds == {"Repo.reset_home_dir": PAIR_LEADING_COMMENT, "Repo.loadIndexFile": PAIR_NAME_SIGNATURE,
                      "Repo.documented_one": None}
     assert "from functions without a docstring" in report.summary()
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
 
     dataset = load_dataset(f"codesearchnet:{tmp_path / 'pairs.jsonl.gz'}")
     assert {q.text for q in dataset.queries.values()} >= {"remove the cached home directory first"}

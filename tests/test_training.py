@@ -154,7 +154,7 @@ def test_tevatron_lines_are_read_with_skip_and_count(tmp_path):
 
 
 def test_tevatron_lines_are_a_dataset_with_qrels_and_hard_negatives(tmp_path):
-    from structret.data import load_dataset
+    from structret.datasets import load_dataset
 
     lines = [
         {"query_id": "q", "query": " sort ", "positive_passages": [{"text": "a"}, {"text": "a"}],

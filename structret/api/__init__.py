@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from structret.api.updates import UpdateResult, update_index
     from structret.artifacts import unverified, verify_tree
     from structret.bench import default_dataset, run_bench
-    from structret.data import parse_options
     from structret.datasets import load_dataset
     from structret.exporting import export_run
     from structret.extraction import extract_file
+    from structret.keyvalue import parse_options
     from structret.linearization import linearize_file
     from structret.models import Model, check_from_scratch, load_model, new_model, open_model
     from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
@@ -52,10 +52,10 @@ _LAZY_MODULES = {
     "structret.api.updates": ("UpdateResult", "update_index"),
     "structret.artifacts": ("unverified", "verify_tree"),
     "structret.bench": ("default_dataset", "run_bench"),
-    "structret.data": ("parse_options",),
     "structret.datasets": ("load_dataset",),
     "structret.exporting": ("export_run",),
     "structret.extraction": ("extract_file",),
+    "structret.keyvalue": ("parse_options",),
     "structret.linearization": ("linearize_file",),
     "structret.models": ("Model", "check_from_scratch", "load_model", "new_model", "open_model"),
     "structret.mining": ("DEFAULT_EXCLUDE", "mine", "parse_splits"),

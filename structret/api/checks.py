@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from structret.data import parse_data_spec
+from structret.datasets import parse_data_spec
 from structret.models import trained_model
 from structret.registry import get_registry
 from structret.retrieval import resolve_system

@@ -21,7 +21,7 @@ from structret import defaults
 from structret.api.updates import update_lock
 from structret.artifacts import cache_dir, verify_checksums
 from structret.contracts import optional
-from structret.data import load_dataset
+from structret.datasets import load_dataset
 from structret.errors import ArtifactError, DataError
 from structret.mining import mine
 from structret.mining.sources import DEFAULT_EXCLUDE, source_files

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from structret.artifacts import cache_dir
-from structret.data import load_dataset, parse_data_spec
+from structret.datasets import load_dataset, parse_data_spec
 from structret.models import new_model
 from structret.registry import get_registry
 from structret.retrieval import make_retriever, resolve_system
@@ -166,7 +166,7 @@ class Runner:
                                                  "data": data.identity(data.train_split)})
         if (directory / "config.json").is_file():
             return str(directory)
-        dataset = load_dataset(data.spec, split=data.train_split, options=data.options)
+        dataset = load_dataset(data.spec, data.train_split, **data.options)
         tmp = directory.with_name(directory.name + ".tmp")
         count = new_model(backbone, dataset, str(tmp), parse_options_field(options))
         print(f"  new {backbone} ({options}) from {count} training texts -> {directory}", file=sys.stderr)
@@ -271,7 +271,7 @@ class Runner:
             return json.loads(path.read_text(encoding="utf-8"))
 
         if (data.key, split) not in self._eval_sets:
-            dataset = load_dataset(data.spec, split=split, options=data.options)
+            dataset = load_dataset(data.spec, split, **data.options)
             print(dataset.stats.summary(), file=sys.stderr)
             self._eval_sets[(data.key, split)] = (dataset, make_protocol(dataset, self.limit))
         dataset, protocol = self._eval_sets[(data.key, split)]

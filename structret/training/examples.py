@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from structret.data import load_dataset, require
+from structret.datasets import load_dataset
 from structret.errors import DataError
 from structret.linearization import TextFormat
 from structret.records import ItemRecord, ReadStats
@@ -69,6 +69,5 @@ def examples_from_dataset(dataset: Any, text_format: TextFormat | None = None) -
 def load_examples(spec: str, split: str | None = None, text_format: TextFormat | None = None,
                   options: dict[str, Any] | None = None) -> tuple[list[Example], ReadStats]:
     """The examples of any registered ``FORMAT:PATH``, and how its reader counted the rows."""
-    dataset = load_dataset(spec, split=split, options=options)
-    require(dataset, "documents", "queries", spec=spec, split=split)
+    dataset = load_dataset(spec, split, need=("documents", "queries"), **(options or {}))
     return examples_from_dataset(dataset, text_format), dataset.stats

@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from structret.contracts import check_needs, optional, run_check
-from structret.data import parse_data_spec
+from structret.datasets import parse_data_spec
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
 from structret.models import TrainedModel, open_model, trained_model
