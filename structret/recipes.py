@@ -32,7 +32,6 @@ bad recipe in well under a second.
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +41,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from structret import defaults
-from structret.errors import ObjectiveError, RecipeError, RecipeWarning, StructretError  # noqa: F401  (importers)
+from structret.errors import ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError  # noqa: F401  (importers)
 from structret.plugin_tables import (  # noqa: F401  (parse_objectives, parse_options_field: importers)
     Settings,
     parse_objectives,
@@ -179,16 +178,10 @@ def load_recipe_values(name_or_path: str) -> tuple[dict[str, Any], str]:
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
         return _read_toml(path.read_text(encoding="utf-8"), str(path)), str(path)
-    registry = get_registry()
-    if not registry.has("recipe", name_or_path):
-        known = list_recipes()
-        close = difflib.get_close_matches(name_or_path, known, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise RecipeError(
-            f"unknown recipe '{name_or_path}'.{hint} Installed recipes: {', '.join(known) or '(none)'}; "
-            f"or pass the path of a .toml file."
-        )
-    text = registry.get("recipe", name_or_path).read_text()
+    try:  # the registry's own message: the closest name, every installed recipe, plugins that failed to load
+        text = get_registry().get("recipe", name_or_path).read_text()
+    except PluginError as exc:
+        raise RecipeError(f"{exc} Or pass the path of a .toml file.") from None
     return _read_toml(text, f"recipe '{name_or_path}'"), name_or_path
 
 

@@ -423,3 +423,13 @@ def test_a_hybrid_row_fuses_the_rows_model_and_is_cached_by_it(tmp_path, cache, 
     again = Runner(show_progress=False)
     table(again)
     assert len(train_calls) == 1 and not again.evaluated  # all reused
+
+
+def test_an_unknown_recipe_or_suite_names_the_closest_and_the_file_alternative():
+    from structret.errors import RecipeError, SuiteError
+
+    with pytest.raises(RecipeError, match=r"unknown recipe 'santa-cod'\. Did you mean 'santa-code'\?.*"
+                                          r"Or pass the path of a \.toml file\."):
+        resolve_recipe("santa-cod")
+    with pytest.raises(SuiteError, match=r"unknown suite 'sant'\. Did you mean 'santa'\?.*Known suites: .*coir"):
+        load_suite("sant")

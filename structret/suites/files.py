@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
-from structret.errors import SuiteError
+from structret.errors import PluginError, SuiteError
 from structret.registry import PluginEntry, get_registry
 
 
@@ -95,14 +94,10 @@ def _per_dataset(value: Any, keys: list[str], where: str) -> dict[str, Any]:
 
 def suite_entry(name: str) -> PluginEntry:
     """The installed suite ``name``, or a SuiteError listing them."""
-    registry = get_registry()
-    if not registry.has("suite", name):
-        known = list_suites()
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise SuiteError(f"unknown suite '{name}'.{hint} Installed suites: {', '.join(known) or '(none)'}; "
-                         f"or pass the path of a .toml file.")
-    return registry.get("suite", name)
+    try:  # the registry's own message: the closest name, every installed suite, plugins that failed to load
+        return get_registry().get("suite", name)
+    except PluginError as exc:
+        raise SuiteError(f"{exc} Or pass the path of a .toml file.") from None
 
 
 def load_suite(name_or_path: str) -> Suite:
