@@ -258,6 +258,11 @@ _decided: contextvars.ContextVar[frozenset[Path]] = contextvars.ContextVar("stru
 # set by unverified(): every artifact loaded inside is used unchecked (a command's --no-verify)
 _unchecked: contextvars.ContextVar[bool] = contextvars.ContextVar("structret_unchecked", default=False)
 
+# set by checked_once(): directory -> its checksums.json as it was when checked (or warned about) in the
+# command under way. A command's pre-flight and its work open the same run; it is checked once.
+_checked: contextvars.ContextVar[dict[Path, tuple[tuple[int, int, int] | None, bool]] | None] = (
+    contextvars.ContextVar("structret_checked", default=None))
+
 
 @contextlib.contextmanager
 def unverified(skip: bool = True) -> Iterator[None]:
@@ -268,6 +273,26 @@ def unverified(skip: bool = True) -> Iterator[None]:
         yield
     finally:
         _unchecked.reset(token)
+
+
+@contextlib.contextmanager
+def checked_once() -> Iterator[None]:
+    """Inside the block (one command), an artifact checked (or, with --no-verify, warned about) is not
+    checked again while its checksums.json is the same file: a folder swapped in by an update
+    (structret serve reloading an index) has a new one and is checked."""
+    token = _checked.set({})
+    try:
+        yield
+    finally:
+        _checked.reset(token)
+
+
+def _manifest(directory: Path) -> tuple[int, int, int] | None:
+    try:
+        st = (directory / CHECKSUMS_FILE).stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 @contextlib.contextmanager
@@ -302,6 +327,19 @@ def verify_checksums(directory: str | os.PathLike, *, verify: bool = True, full:
     directory = Path(directory)
     if directory.resolve() in _decided.get():
         return
+    checked = _checked.get()
+    if checked is None or full:
+        _check(directory, verify=verify, full=full)
+        return
+    key, hashing = directory.resolve(), verify and not _unchecked.get()
+    before = checked.get(key)  # (its manifest then, whether it was really checked)
+    if before is not None and before[0] == _manifest(directory) and (before[1] or not hashing):
+        return
+    _check(directory, verify=verify, full=full)
+    checked[key] = (_manifest(directory), hashing)
+
+
+def _check(directory: Path, *, verify: bool, full: bool) -> None:
     _refuse_if_not_an_artifact(directory)
     if not verify or _unchecked.get():
         print(f"warning: --no-verify: {directory} was not checked against {CHECKSUMS_FILE}; files missing, "

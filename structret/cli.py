@@ -52,7 +52,8 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with api.checked_once():  # the pre-flight and the work open the same runs: each is checked once
+                return super().invoke(ctx)
         except StructretError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)

@@ -198,6 +198,38 @@ def test_encode_and_bench_take_no_verify_for_a_run_without_checksums(tmp_path, r
     assert f"{run / 'final'} was not checked" in result.stderr and f"| {run} |" in result.stdout
 
 
+def test_a_command_checks_the_run_it_names_once(tmp_path, run, data):
+    # the pre-flight (structret.api.check_names) and the work both open the run: one check, one warning
+    (run / "final" / CHECKSUMS_FILE).unlink()
+    for args in (["bench", "--data", data, "--split", "train", "--system", run],
+                 ["encode", "--data", data, "--split", "train", "--model", run, "--out", tmp_path / "emb"]):
+        result = structret(*args, "--no-verify")
+        assert result.stderr.count(f"{run / 'final'} was not checked") == 1, args[0]
+
+
+def test_checked_once_checks_again_when_the_manifest_changes(tmp_path, monkeypatch):
+    from structret import artifacts
+
+    folder = tmp_path / "artifact"
+    folder.mkdir()
+    (folder / "structret.json").write_text('{"kind": "test"}')
+    (folder / "data.bin").write_bytes(b"one")
+    artifacts.write_checksums(folder)
+    checks = []
+    real = artifacts._check
+    monkeypatch.setattr(artifacts, "_check", lambda *a, **k: checks.append(1) or real(*a, **k))
+    with artifacts.checked_once():
+        artifacts.verify_checksums(folder)
+        artifacts.verify_checksums(folder)
+        assert len(checks) == 1
+        (folder / "data.bin").write_bytes(b"two, longer")  # an update rewrites its checksums.json
+        artifacts.write_checksums(folder)
+        artifacts.verify_checksums(folder)
+        assert len(checks) == 2
+    artifacts.verify_checksums(folder)  # outside a command's scope, every load checks
+    assert len(checks) == 3
+
+
 def test_train_from_a_run_without_checksums_needs_no_verify(tmp_path, run, data):
     (run / "final" / CHECKSUMS_FILE).unlink()
     args = ["train", "--model", run, "--objective", "sda", "--data", data, "--set", "batch_size=4", "--set",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from structret.api.sources import SourceIndexResult, index_source
     from structret.api.tables import TableRun, bench_folders, bench_recipes, bench_suite, suite_needs_root
     from structret.api.updates import UpdateResult, update_index
-    from structret.artifacts import unverified, verify_tree
+    from structret.artifacts import checked_once, unverified, verify_tree
     from structret.bench import default_dataset, run_bench
     from structret.datasets import load_dataset
     from structret.exporting import export_run
@@ -50,7 +50,7 @@ _LAZY_MODULES = {
     "structret.api.sources": ("SourceIndexResult", "index_source"),
     "structret.api.tables": ("TableRun", "bench_folders", "bench_recipes", "bench_suite", "suite_needs_root"),
     "structret.api.updates": ("UpdateResult", "update_index"),
-    "structret.artifacts": ("unverified", "verify_tree"),
+    "structret.artifacts": ("checked_once", "unverified", "verify_tree"),
     "structret.bench": ("default_dataset", "run_bench"),
     "structret.datasets": ("load_dataset",),
     "structret.exporting": ("export_run",),
@@ -69,7 +69,7 @@ _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in nam
 __all__ = [
     "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "NegativeFilter", "PluginWarning", "Run",
     "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_folders", "bench_recipes",
-    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "command_names", "default_dataset", "defaults",
+    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "checked_once", "command_names", "default_dataset", "defaults",
     "describe_plugin", "encode_dataset", "encoding_shard", "evaluate", "export_run", "extract_file", "filter_pairs",
     "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_command", "load_dataset",
     "load_index", "load_model", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
