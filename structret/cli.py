@@ -643,11 +643,14 @@ def export(run, fmt, out, no_verify):
               help="Score the candidates for --filter with this model instead of the mining one: a backbone name, "
                    "a run directory or model folder (a teacher bi-encoder), or a sentence-transformers CrossEncoder "
                    "folder. Example: --judge runs/teacher")
+@click.option("--lexical", metavar="RETRIEVER",
+              help="Rank with this lexical retriever (bm25, bm25-fields) instead of the backbone: negatives the "
+                   "lexical side ranks high, for a dense side trained to cover what it misses.")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="Tevatron-format .jsonl(.gz); the counts go beside it as NAME.report.json.")
 @_no_verify
 def negatives(data, split, data_options, backbone, model, batch_size, backbone_options, depth, keep, seed,
-              filter_spec, judge, out):
+              filter_spec, judge, lexical, out):
     """Mine hard negatives from a model's own index (ANCE-style), for 'dr' fine-tuning.
 
     For every judged query: rank the corpus, drop the positives, sample --keep of the
@@ -667,6 +670,8 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
           --filter percent:0.95 --out negatives-p95.jsonl.gz
       structret negatives --backbone minilm --data codesearchnet:stdlib.jsonl.gz --split train \\
           --filter margin:0.05 --judge cross-encoder-dir --out negatives-ce.jsonl.gz
+      structret negatives --lexical bm25-fields --data codesearchnet:stdlib.jsonl.gz --split train \\
+          --depth 30 --keep 1 --filter percent:0.95 --judge minilm --out bm25-negatives.jsonl.gz
     """
     try:
         parsed = api.NegativeFilter.parse(filter_spec) if filter_spec else None
@@ -675,12 +680,15 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
     if judge and parsed is None:
         raise click.UsageError("--judge scores the candidates for --filter; give a filter too, "
                                "e.g. --filter percent:0.95 --judge " + judge)
-    _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
-               backbone_options=backbone_options)
+    if lexical:
+        _preflight(data=[data], data_options=data_options, systems=[lexical])
+    else:
+        _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
+                   backbone_options=backbone_options)
     dataset = _read(data, split, data_options, need=("documents", "queries", "judgments"))
-    encoder = _model(backbone, model, backbone_options).backbone
+    encoder = None if lexical else _model(backbone, model, backbone_options).backbone
     report = api.mine_negatives(encoder, dataset, out, depth=depth, keep=keep, seed=seed,
-                            batch_size=batch_size, filter=parsed, judge=judge)
+                                batch_size=batch_size, filter=parsed, judge=judge, lexical=lexical)
     click.echo(report.summary())
 
 
@@ -695,28 +703,34 @@ def negatives(data, split, data_options, backbone, model, batch_size, backbone_o
               help="Keep a pair if its query ranks its own code within this many of the pool.")
 @click.option("--within", type=click.Choice(["language", "all"]), default="language", show_default=True,
               help="The pool a query ranks: the training functions of its own language, or all of them.")
+@click.option("--min-score", type=float, default=None,
+              help="Also require the teacher's score of the pair (MiniLM: its cosine) above this. CoRNStack's "
+                   "rule: --top-k 2 --min-score 0.7")
 @click.option("--batch-size", default=32, show_default=True)
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="CodeSearchNet rows of the kept pairs (.jsonl.gz); the counts go beside it as NAME.report.json.")
 @_no_verify
-def filter_pairs(data, split, data_options, teacher, k, within, batch_size, out):
+def filter_pairs(data, split, data_options, teacher, k, within, min_score, batch_size, out):
     """Keep only the training pairs whose query finds its own code (consistency filtering).
 
     A teacher (zero-shot MiniLM by default) ranks, for every (docstring, code) pair of
     --split, its training pool by the docstring; the pair is kept if its own code is in the
-    top --top-k. Drops docstrings that do not describe their code (CodeRankEmbed / CoRNStack's
-    filter). Writes the kept pairs as CodeSearchNet rows with partition = --split, and how
+    top --top-k (and, with --min-score, the teacher scores the pair above it). Drops docstrings
+    that do not describe their code (CodeRankEmbed / CoRNStack's filter). Writes the kept pairs as
+    CodeSearchNet rows with partition = --split, and how
     many were kept and dropped per language (printed and in NAME.report.json). Teacher
     vectors are kept in STRUCTRET_CACHE/vectors, so a second k costs no encoding.
 
     \b
     Example:
       structret filter-pairs --data "codesearchnet:corpus/*.jsonl.gz" --split train --top-k 20 --out train-k20.jsonl.gz
+      structret filter-pairs --data "codesearchnet:corpus/*.jsonl.gz" --top-k 2 --min-score 0.7 --out cornstack.jsonl.gz
       structret train --recipe minilm-code --data codesearchnet:train-k20.jsonl.gz --out runs/sda-k20
     """
     _preflight(data=[data], data_options=data_options, systems=[teacher])
     dataset = _read(data, split, data_options, need=("documents", "queries"))
-    report = api.filter_pairs(teacher, dataset, out, split=split, k=k, within=within, batch_size=batch_size)
+    report = api.filter_pairs(teacher, dataset, out, split=split, k=k, within=within, batch_size=batch_size,
+                              min_score=min_score)
     click.echo(report.summary())
 
 

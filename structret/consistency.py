@@ -35,6 +35,7 @@ class ConsistencyReport:
     teacher: str
     k: int
     within: str
+    min_score: float | None = None  # also required: the teacher's score of the pair above this
     kept: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
     pool: dict[str, int] = field(default_factory=dict)  # documents each language's queries were ranked against
@@ -45,7 +46,9 @@ class ConsistencyReport:
 
     def summary(self) -> str:
         pool = "its language's training pool" if self.within == "language" else "the whole training pool"
-        lines = [f"kept the pairs whose query ranks its own code in the top {self.k} of {pool} under {self.teacher}:"]
+        above = f" and scores it above {self.min_score:g}" if self.min_score is not None else ""
+        lines = [f"kept the pairs whose query ranks its own code in the top {self.k} of {pool}{above} "
+                 f"under {self.teacher}:"]
         for language in sorted(set(self.kept) | set(self.dropped)):
             kept, dropped = self.kept.get(language, 0), self.dropped.get(language, 0)
             total = kept + dropped
@@ -63,6 +66,13 @@ class ConsistencyReport:
 def own_ranks(retriever: Retriever, dataset: Dataset, *, within: str = "language", chunk: int = 512) -> dict[str, int]:
     """For every aligned pair (query id, document id) of ``dataset``: the rank of its own
     document among the pool (its language's documents, or all), 1 + #{others scoring >= it}."""
+    return {qid: rank for qid, (rank, _) in own_ranks_and_scores(retriever, dataset, within=within,
+                                                                  chunk=chunk).items()}
+
+
+def own_ranks_and_scores(retriever: Retriever, dataset: Dataset, *, within: str = "language", chunk: int = 512
+                         ) -> dict[str, tuple[int, float]]:
+    """``own_ranks``, each with the teacher's score of the pair (a dense teacher's: their dot product)."""
     import numpy as np  # numpy: kept out of import structret.api
 
     if within not in ("language", "all"):
@@ -73,7 +83,7 @@ def own_ranks(retriever: Retriever, dataset: Dataset, *, within: str = "language
     for qid, did in dataset.pairs:
         key = _language(dataset.corpus[did]) if within == "language" else ""
         groups.setdefault(key, []).append((qid, did))
-    ranks: dict[str, int] = {}
+    ranks: dict[str, tuple[int, float]] = {}
     for pairs in groups.values():
         doc_ids = list(dict.fromkeys(d for _, d in pairs))
         position = {d: i for i, d in enumerate(doc_ids)}
@@ -85,8 +95,8 @@ def own_ranks(retriever: Retriever, dataset: Dataset, *, within: str = "language
             scores = np.asarray(retriever.score([dataset.queries[q].text for q, _ in part]))
             own = scores[np.arange(len(part)), [position[d] for _, d in part]]
             above = (scores >= own[:, None]).sum(axis=1)  # counts the pair's own document once
-            for (qid, _), rank in zip(part, above):
-                ranks[qid] = int(rank)
+            for (qid, _), rank, score in zip(part, above, own):
+                ranks[qid] = (int(rank), float(score))
     return ranks
 
 
@@ -95,14 +105,16 @@ def _language(record: Any) -> str:
 
 
 def filter_pairs(retriever: Retriever, dataset: Dataset, out: str | os.PathLike, *, k: int = 20, within: str = "language",
-                 teacher: str = "", partition: str = "train") -> ConsistencyReport:
+                 teacher: str = "", partition: str = "train", min_score: float | None = None) -> ConsistencyReport:
     """Write the pairs of ``dataset`` that pass the filter to ``out`` (CodeSearchNet rows with
-    ``partition``) and ``OUT.report.json``; ``retriever`` is the teacher (fit/score)."""
+    ``partition``) and ``OUT.report.json``; ``retriever`` is the teacher (fit/score). A pair
+    passes when its own code ranks within ``k`` and, with ``min_score``, the teacher scores
+    the pair above it (CoRNStack keeps a pair in the top 2 with cosine above 0.7)."""
     if k < 1:
         raise StructretError(f"k must be at least 1 (the rank a pair's own code must reach), not {k}.")
-    ranks = own_ranks(retriever, dataset, within=within)
+    ranks = own_ranks_and_scores(retriever, dataset, within=within)
     assert dataset.pairs is not None  # own_ranks raised otherwise
-    report = ConsistencyReport(teacher=teacher, k=k, within=within, out=str(out))
+    report = ConsistencyReport(teacher=teacher, k=k, within=within, out=str(out), min_score=min_score)
     report.pool = dict(Counter(_language(dataset.corpus[d]) if within == "language" else "" for _, d in
                                dict.fromkeys(dataset.pairs)))
     kept: Counter[str]
@@ -116,13 +128,14 @@ def filter_pairs(retriever: Retriever, dataset: Dataset, out: str | os.PathLike,
             record = dataset.corpus[did]
             language = _language(record)
             kind = getattr(record, "pair_kind", "") or "docstring"
-            if ranks[qid] > k:
+            rank, score = ranks[qid]
+            if rank > k or (min_score is not None and not score > min_score):
                 dropped[language] += 1
                 dropped_kind[kind] += 1
                 continue
             kept[language] += 1
             kept_kind[kind] += 1
-            f.write(json.dumps(_row(record, dataset.queries[qid].text, partition, ranks[qid]), ensure_ascii=False) + "\n")
+            f.write(json.dumps(_row(record, dataset.queries[qid].text, partition, rank), ensure_ascii=False) + "\n")
     os.replace(partial, out)
     report.kept, report.dropped = dict(kept), dict(dropped)
     report.kept_by_kind, report.dropped_by_kind = dict(kept_kind), dict(dropped_kind)

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from structret import defaults
 from structret.contracts import Backbone
 from structret.errors import StructretError
@@ -170,6 +172,32 @@ def rank_candidates(backbone: Backbone, dataset: Dataset, *, depth: int = 100, b
     return out
 
 
+def rank_candidates_lexical(retriever: Any, dataset: Dataset, *, depth: int = 100, chunk: int = 256,
+                            show_progress: bool = True) -> list[Candidates]:
+    """Every judged query's top ``depth`` documents minus its positives, scored by a lexical
+    retriever (``fit``/``score``, e.g. ``bm25-fields``): negatives that the lexical side ranks
+    high, for a dense model trained to cover what the lexical side gets wrong."""
+    import numpy as np  # numpy: kept out of import structret.api
+
+    doc_ids = list(dataset.corpus)
+    row_of = {d: i for i, d in enumerate(doc_ids)}
+    retriever.fit([dataset.corpus[d].text() for d in doc_ids])
+    qids = _judged_queries(dataset)
+    out = []
+    for start in tqdm(range(0, len(qids), chunk), desc="ranking", unit="chunk", disable=not show_progress):
+        part = qids[start:start + chunk]
+        scores = np.asarray(retriever.score([dataset.queries[q].text for q in part]), dtype=np.float32)
+        top = np.argpartition(-scores, min(depth, scores.shape[1]) - 1, axis=1)[:, :depth]
+        for qid, row, candidates in zip(part, scores, top):
+            ranked = [doc_ids[i] for i in candidates[np.argsort(-row[candidates], kind="stable")]]
+            positives = sorted(d for d, g in dataset.qrels[qid].items() if g > 0 and d in row_of)
+            docs = [d for d in ranked if d not in positives]
+            positive = [float(row[row_of[d]]) for d in positives]
+            out.append(Candidates(qid, positives, docs, [float(row[row_of[d]]) for d in docs],
+                                  min(positive) if positive else float("nan"), bool(set(positives) & set(ranked))))
+    return out
+
+
 def _dot_scored(qid: str, positives: list[str], docs: list[str], positive_in_top: bool, vectors: Any,
                 row_of: dict[str, int], query: Any) -> Candidates:
     """A query's candidates scored by dot products with the documents' rows of ``vectors``."""
@@ -308,12 +336,13 @@ def report_path_for(out: str | os.PathLike) -> str:
     return name + ".report.json"
 
 
-def mine_negatives(backbone: Backbone, dataset: Dataset, out: str | os.PathLike, *, depth: int = 100,
+def mine_negatives(backbone: Backbone | None, dataset: Dataset, out: str | os.PathLike, *, depth: int = 100,
                    keep: int = 30, seed: int = 0, batch_size: int = 32, index: str = defaults.INDEX,
                    show_progress: bool = True, filter: NegativeFilter | str | None = None,
-                   judge: str | None = None, report: bool = True) -> NegativesReport:
+                   judge: str | None = None, report: bool = True, lexical: str | None = None) -> NegativesReport:
     """Rank the corpus for every judged query, drop its positives (and, with ``filter``, the
-    candidates scoring too close to them), keep ``keep`` of the top ``depth``.
+    candidates scoring too close to them), keep ``keep`` of the top ``depth``. The ranking is
+    ``backbone``'s, or with ``lexical`` that registered lexical retriever's (``bm25-fields``).
 
     SANTA (following ANCE) samples its hard negatives at random from the top 100 of its
     own index; sampling ``keep`` of them here, seeded, keeps the file small while the
@@ -328,9 +357,16 @@ def mine_negatives(backbone: Backbone, dataset: Dataset, out: str | os.PathLike,
     scorer: Any = judge
     if judge and not is_cross_encoder(judge):
         scorer = load_model(judge)  # before the mining's encoding: a judge that cannot load fails at once
-    candidates = rank_candidates(backbone, dataset, depth=depth, batch_size=batch_size, index=index,
-                                 show_progress=show_progress)
+    if lexical:
+        candidates = rank_candidates_lexical(get_registry().create("retriever", lexical), dataset, depth=depth,
+                                             show_progress=show_progress)
+    elif backbone is None:
+        raise StructretError("mine_negatives: give a backbone to rank with, or lexical='bm25-fields' (a lexical retriever).")
+    else:
+        candidates = rank_candidates(backbone, dataset, depth=depth, batch_size=batch_size, index=index,
+                                     show_progress=show_progress)
     if judge:
         candidates = judge_candidates(scorer, dataset, candidates, batch_size=batch_size, show_progress=show_progress)
     return write_negatives(dataset, candidates, out, keep=keep, seed=seed, filter=filter,
-                           judge=judge or "the mining model", report_path=report_path_for(out) if report else None)
+                           judge=judge or (lexical or "the mining model"),
+                           report_path=report_path_for(out) if report else None)

@@ -102,3 +102,16 @@ def test_the_pair_kind_survives_the_filter_and_is_counted(tmp_path, fresh_regist
     assert report.dropped_by_kind == {"leading-comment": 1, "docstring": 1}
     assert load_dataset(f"codesearchnet:{out}", split="train").corpus["u0"].pair_kind == "name-signature"
     assert "queries from leading-comment: 0 of 1 kept" in report.summary()
+
+
+def test_a_minimum_score_drops_pairs_the_teacher_scores_too_low(tmp_path, fresh_registry):
+    from structret.consistency import own_ranks_and_scores
+
+    source = load_dataset(f"codesearchnet:{write_rows(tmp_path / 'rows.jsonl.gz')}", split="train")
+    found = own_ranks_and_scores(bm25(), source)
+    assert {q: r for q, (r, _) in found.items()} == own_ranks(bm25(), source)
+    ranked_first = sorted(found[q][1] for q in ("u0", "u1", "u3", "u4"))
+    bar = (ranked_first[0] + ranked_first[1]) / 2  # between the two lowest-scoring top-1 pairs
+    report = filter_pairs(bm25(), source, tmp_path / "kept.jsonl.gz", k=1, min_score=bar, teacher="bm25")
+    assert sum(report.kept.values()) == 3 and report.min_score == bar
+    assert f"and scores it above {bar:g}" in report.summary()

@@ -235,3 +235,48 @@ def test_cli_help_shows_the_filter_examples():
     result = CliRunner().invoke(cli, ["negatives", "--help"])
     assert result.exit_code == 0
     assert "--filter percent:0.95" in result.output and "--judge" in result.output and "report.json" in result.output
+
+
+class WordOverlap:
+    """A lexical retriever with known scores: the number of the query's words in the document."""
+
+    def fit(self, docs):
+        self.docs = [set(d.split()) for d in docs]
+
+    def score(self, queries, doc_indices=None):
+        return np.array([[len(set(q.split()) & d) for d in self.docs] for q in queries], dtype=np.float32)
+
+
+def test_a_lexical_retriever_ranks_the_candidates_with_its_own_scores():
+    from structret.negatives import rank_candidates_lexical
+
+    texts = {"p1": "first query words", "p2": "first query", "a": "first query and more", "b": "first",
+             "c": "nothing here", "d": "query", "p3": "second query"}
+    q1, q2 = rank_candidates_lexical(WordOverlap(), _dataset(texts), depth=4, chunk=1, show_progress=False)
+    # q1 "first query": p1 2, p2 2, a 2, b 1, d 1, p3 1 -> top 4 by score, ties in corpus order
+    assert q1.positives == ["p1", "p2"] and q1.positive_in_top and q1.positive_score == 2
+    assert q1.docs == ["a", "b"] and q1.scores == [2.0, 1.0]
+    # "second query": its positive p3 scores 2, then three of the four one-word overlaps (ties in any order)
+    assert q2.positive_score == 2 and len(q2.docs) == 3 and set(q2.docs) < {"p1", "p2", "a", "d"}
+    assert q2.scores == [1.0, 1.0, 1.0]
+
+
+def test_cli_mines_with_a_lexical_retriever(tmp_path, csn_file):
+    out = tmp_path / "neg.jsonl.gz"
+    result = CliRunner().invoke(cli, ["negatives", "--data", f"codesearchnet:{csn_file}", "--split", "train",
+                                      "--lexical", "bm25-fields", "--depth", "3", "--keep", "1",
+                                      "--filter", "percent:0.95", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = _lines(out)
+    assert written and all(len(r["negative_passages"]) == 1 for r in written.values())
+    for row in written.values():  # never the query's own code
+        assert row["negative_passages"][0]["docid"] != row["positive_passages"][0]["docid"]
+    report = json.loads((tmp_path / "neg.report.json").read_text())
+    # no judge: the filter reads the lexical scores (each query's own code scores highest here)
+    assert report["judge"] == "bm25-fields" and report["queries"] == 4 and report["written"] == 4
+
+
+def test_cli_refuses_an_unknown_lexical_retriever(tmp_path, csn_file):
+    result = CliRunner().invoke(cli, ["negatives", "--data", f"codesearchnet:{csn_file}", "--lexical", "bm26",
+                                      "--out", str(tmp_path / "n.jsonl")])
+    assert result.exit_code != 0 and "bm26" in result.output and "Traceback" not in result.output

@@ -296,12 +296,15 @@ def _tensors(model_dir: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-@pytest.mark.parametrize("which", ["bert", "t5", "t5, grad cache"])
+@pytest.mark.parametrize("which", ["bert", "bert, length chunks", "t5", "t5, grad cache"])
 def test_resumed_run_ends_with_exactly_the_same_weights(tmp_path, which, tiny_bert_dir, tiny_t5_sentinels, csn_train):
-    model = tiny_bert_dir if which == "bert" else tiny_t5_sentinels  # dropout on: RNG state must be restored
+    bert = which.startswith("bert")
+    model = tiny_bert_dir if bert else tiny_t5_sentinels  # dropout on: RNG state must be restored
     fields = dict(objective="sda+mep", max_steps=6, checkpoint_every=2, keep_checkpoints=0,
-                  backbone="hf-encoder" if which == "bert" else "t5",
+                  backbone="hf-encoder" if bert else "t5",
                   grad_cache_chunk=3 if "cache" in which else 0)  # a cached run resumes exactly too
+    if "chunks" in which:  # batches of 4 passages of up to 32 tokens: 2 or more chunks a step
+        fields["hf-encoder.train_chunk_tokens"] = 48
     whole = _recipe(tmp_path / "whole", model, csn_train, **fields)
     cut = _recipe(tmp_path / "cut", model, csn_train, **fields)
     reference = train(whole)

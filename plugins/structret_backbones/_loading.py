@@ -202,6 +202,47 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     return summed / mask.sum(dim=1).clamp(min=1e-9)
 
 
+class LengthChunks:
+    """A padded training batch cut into chunks of rows of like length, each trimmed to its own
+    longest row: a forward of each chunk costs what its real tokens cost, not the batch's longest
+    text (on code, about half of a batch's padded tokens are padding). ``restore`` puts per-row
+    results back in the batch's order, so the loss sees the whole batch as one.
+
+    Right padding only (every tensor of the batch shaped [rows, length, ...] is cut at the chunk's
+    length); ``of`` gives None for a batch it would not change."""
+
+    def __init__(self, batch: Any, chunks: list[tuple[torch.Tensor, int]]):
+        rows, width = batch["attention_mask"].shape
+        self.batches = [{key: _rows(value, picked, length, rows, width) for key, value in batch.items()}
+                        for picked, length in chunks]
+        self._order = torch.cat([picked for picked, _ in chunks]).argsort()
+
+    @classmethod
+    def of(cls, batch: Any, tokens: int) -> "LengthChunks | None":
+        mask = batch.get("attention_mask") if tokens else None
+        if mask is None or mask.dim() != 2 or mask.shape[0] < 2 or bool(mask[:, 0].eq(0).any()):
+            return None  # nothing to cut, or padded on the left
+        lengths = mask.sum(dim=1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        longest = lengths[order].tolist()
+        chunks = [(order[first:last], min(mask.shape[1], -(-max(longest[first], 1) // PAD_TO) * PAD_TO))
+                  for first, last in token_batches(longest, tokens)]
+        if len(chunks) == 1:
+            return None  # one chunk is the batch itself, already padded to its longest row
+        return cls(batch, chunks)
+
+    def restore(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The chunks' per-row results (in chunk order) as rows of the whole batch, in its order."""
+        return torch.cat(list(parts))[self._order.to(parts[0].device)]
+
+
+def _rows(value: Any, picked: torch.Tensor, length: int, rows: int, width: int) -> Any:
+    if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != rows:
+        return value
+    value = value[picked.to(value.device)]
+    return value[:, :length] if value.dim() >= 2 and value.shape[1] == width else value
+
+
 class PrefixedTokenizer:
     """Prefixes per kind, truncation and padding, shared by every backbone here.
 
@@ -314,10 +355,11 @@ class TransformerBackbone:
         # after subclasses have added their parts (LoRA, aspect slots, informed heads)
         self._dtype: str | None = options.dtype
         self._bf16_copy: tuple[Any, torch.nn.Module] | None = None  # (weights' identity, copy): bf16-weights
-        # torch.compile for encode(): measured 1.12x on MiniLM/CPU after ~35 s of compiling,
-        # so it pays only on large corpora and stays opt-in
+        # torch.compile for encode() and training forwards: measured 1.12x on MiniLM/CPU encoding after
+        # ~35 s of compiling, so it pays only on large corpora or long runs and stays opt-in
         self.compile = options.compile
         self._compiled: dict[int, Any] = {}  # per module compiled (the model, or its bf16 copy)
+        self._train_compiled: tuple[torch.nn.Module, Any] | None = None  # (model, compiled) while training
         self.max_length = usable_max_length(options.max_length, self.tokenizer, self.name)
         self.tokenize = PrefixedTokenizer(self.tokenizer, self.max_length, options.query_prefix, options.document_prefix)
 
@@ -382,6 +424,16 @@ class TransformerBackbone:
             yield
         finally:
             self.model = eager
+
+    def _net(self) -> Any:
+        """The module a forward calls: ``model``, or while training with compile=True its compiled twin
+        (encode swaps in a module compiled for encoding: _encoding_model)."""
+        if not (self.compile and self.model.training):
+            return self.model
+        if self._train_compiled is None or self._train_compiled[0] is not self.model:
+            # dynamic: chunks differ in rows and length, and a graph per shape would recompile forever
+            self._train_compiled = (self.model, torch.compile(self.model, dynamic=True))
+        return self._train_compiled[1]
 
     def _finish(self, vectors: torch.Tensor) -> torch.Tensor:
         return F.normalize(vectors.float(), dim=-1) if self.normalize else vectors

@@ -14,9 +14,11 @@ from structret.errors import ModelLoadError
 from structret.records import PooledEncoder
 from structret.plugin import resolve_options
 from structret_backbones import aspects as slots
+from structret_backbones import attention
 from structret_backbones import options as opts
 from structret_backbones._loading import (
     HEAD_FILE,
+    LengthChunks,
     TrainableMixin,
     TransformerBackbone,
     mean_pool,
@@ -32,6 +34,9 @@ BERT_BASE_ID = "google-bert/bert-base-uncased"
 
 # what a BERT-like forward may be given; tokenizers can return more (offsets, lengths)
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# where transformers' encoder-only configs keep their dropout rates: on attention weights, on hidden states
+_DROPOUT = {"attention_dropout": ("attention_probs_dropout_prob", "attention_dropout"),
+            "hidden_dropout": ("hidden_dropout_prob", "dropout")}
 
 
 def _encoder_only(config: Any, source: str) -> None:
@@ -40,6 +45,25 @@ def _encoder_only(config: Any, source: str) -> None:
             f"{source} is an encoder-decoder ({config.model_type}) model; the hf-encoder backbone "
             f"needs an encoder-only model. Use the t5 backbone for it."
         )
+
+
+def _configure(options: opts.HFEncoder) -> Any:
+    """The config check of an encoder-only model, setting the dropout rates the options give
+    (before the model is built: its dropout modules read the config once)."""
+
+    def check(config: Any, source: str) -> None:
+        _encoder_only(config, source)
+        for option, keys in _DROPOUT.items():
+            rate = getattr(options, option)
+            if rate is None:
+                continue
+            key = next((k for k in keys if isinstance(getattr(config, k, None), float)), None)
+            if key is None:
+                raise ModelLoadError(f"{source} ({config.model_type}) has no {option.replace('_', ' ')} setting in "
+                                     f"its config ({' or '.join(keys)}); leave {option} unset.")
+            setattr(config, key, rate)
+
+    return check
 
 
 def _has_mlm_head(config: Any) -> bool:
@@ -86,7 +110,10 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         options = resolve_options(opts.HFEncoder, options, given, what=f"backbone '{self.plugin_name}'")
         self.runtime = options.runtime
         self._onnx: Any = None  # the onnxruntime encoder of runtime="onnx[-int8]", made on first encode
-        super().__init__(model, options, check_config=_encoder_only)
+        super().__init__(model, options, check_config=_configure(options))
+        self.train_chunk_tokens = options.train_chunk_tokens
+        self.attention = options.attention
+        attention.install(self.model, self.attention)
         self.dim: int = self.model.config.hidden_size
         # "mlm": transformers has a masked-LM head for this architecture, so objectives such
         # as masked entity prediction can load one (trained or fresh) on top of these weights
@@ -278,7 +305,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
     def enable_lm(self) -> None:
         super().enable_lm()
-        if self.informed_layers:  # loading the head model set the shared config's attention back
+        # loading the head model set the shared config's attention back
+        attention.install(self.model, self.attention)
+        if self.informed_layers:
             from structret_backbones.informed import install
 
             install(self.model)
@@ -310,10 +339,23 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
                 if pieces:
                     table[self.tokenizer.convert_tokens_to_ids(token)] = table[pieces].mean(dim=0)
 
+    def _chunks(self, batch: Any) -> LengthChunks | None:
+        """While training, the batch in chunks of like length (train_chunk_tokens), or None: not
+        training, or the informed head and aspect slots, whose per-batch state spans every row."""
+        if not self.model.training or self.informed_layers or self.aspect_fusion is not None:
+            return None
+        return LengthChunks.of(batch, self.train_chunk_tokens)
+
     def embed(self, batch: Any, *, kind: str = "document") -> torch.Tensor:
         """Pooled (and, if asked, normalized) vectors [batch, dim] for a tokenized batch; keeps gradients."""
+        chunks = self._chunks(batch)
+        if chunks is not None:
+            return chunks.restore([self._embed(part, kind) for part in chunks.batches])
+        return self._embed(batch, kind)
+
+    def _embed(self, batch: Any, kind: str) -> torch.Tensor:
         inputs, call = self._forward_inputs(batch)
-        hidden = self.model(**inputs).last_hidden_state
+        hidden = self._net()(**inputs).last_hidden_state
         self._informed_done(call, kind)
         return self._finish(self._pool(hidden, batch, kind))
 
@@ -361,14 +403,25 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
         else:
             # The vocabulary projection dominates the step when applied to every position;
             # only the masked ones (10-30% under MEP) carry a loss, so project only those.
-            hidden = self.model(**inputs).last_hidden_state
-            picked = labels != -100
-            logits = head(hidden[picked])
-            if "label_weights" in batch:  # an objective's own mean (ATTEMPT: one per view)
-                losses = torch.nn.functional.cross_entropy(logits.float(), labels[picked], reduction="none")
-                loss = (losses * batch["label_weights"][picked].to(losses.dtype)).sum()
+            chunks = self._chunks({**batch, "labels": labels})
+            parts = chunks.batches if chunks is not None else [{**batch, "labels": labels}]
+            vectors, states, targets, weights = [], [], [], []
+            for part in parts:  # one forward, or one per chunk (never with the informed head: _chunks)
+                hidden = self._net()(**(inputs if chunks is None else self._forward_inputs(part)[0])).last_hidden_state
+                picked = part["labels"] != -100
+                states.append(hidden[picked])
+                targets.append(part["labels"][picked])
+                if "label_weights" in part:
+                    weights.append(part["label_weights"][picked])
+                vectors.append(self._finish(self._pool(hidden, part, "document")))
+            logits = head(torch.cat(states))
+            if weights:  # an objective's own mean (ATTEMPT: one per view)
+                losses = torch.nn.functional.cross_entropy(logits.float(), torch.cat(targets), reduction="none")
+                loss = (losses * torch.cat(weights).to(losses.dtype)).sum()
             else:
-                loss = torch.nn.functional.cross_entropy(logits.float(), labels[picked])
+                loss = torch.nn.functional.cross_entropy(logits.float(), torch.cat(targets))
+            self._informed_done(call, "document")
+            return (chunks.restore(vectors) if chunks is not None else vectors[0]), loss
         self._informed_done(call, "document")
         return self._finish(self._pool(hidden, batch, "document")), loss
 

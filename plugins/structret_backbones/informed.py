@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 
 from structret.errors import ModelLoadError
+from structret_backbones import attention
 from structret_backbones._loading import PrefixedTokenizer
 from structret.plugin import NO_PARENT, gold_attention, spread_parents
 
@@ -39,11 +40,8 @@ class InformedCall:
 def informed_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                        attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                        informed: InformedCall | None = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if informed is None or module.layer_idx >= informed.layers:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        return attention.sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     scores = (query @ key.transpose(-1, -2)) * scaling
     if attention_mask is not None:

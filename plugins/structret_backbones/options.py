@@ -26,7 +26,8 @@ class Encoder(Options):
     """Encoding precision: fp32, bf16 (autocast) or bf16-weights (a bfloat16 copy of the weights);
     auto = the fastest of them on this CPU and model whose vectors stay within cosine 0.999 of fp32's."""
     compile: bool = False
-    """torch.compile the model: slower start, faster on large corpora."""
+    """torch.compile the model, for encoding and for training forwards: a slower start (a minute or two
+    on a CPU), faster on large corpora and long runs."""
     trust_remote_code: bool = False
     """Run a hub model's own Python code (transformers' trust_remote_code); only for code you trust."""
 
@@ -46,6 +47,21 @@ class HFEncoder(Encoder):
     """With informed_layers: the code's language (default python)."""
     split_identifiers: bool | None = None
     """With informed_layers: split identifiers into sub-words before linearizing (default true)."""
+    attention: Literal["auto", "sdpa", "eager"] = "auto"
+    """The attention kernel: sdpa = transformers' scaled-dot-product attention, eager = its plain matrix
+    math; auto = sdpa, but in fp32 while training under bf16 autocast on a CPU, where torch's bf16 kernel
+    is slower (structret_backbones.attention)."""
+    attention_dropout: float | None = Field(None, ge=0, lt=1)
+    """Dropout on the attention weights while training; unset = the checkpoint's (BERT, MiniLM: 0.1).
+    0 lets attention take torch's fused kernel instead of materialising every attention matrix and a
+    random mask over it: about half of a training step on a CPU (docs/performance.md)."""
+    hidden_dropout: float | None = Field(None, ge=0, lt=1)
+    """Dropout on the hidden states (embeddings, after attention and feed-forward) while training;
+    unset = the checkpoint's (BERT, MiniLM: 0.1). Drawing its masks is about a fifth of a CPU step."""
+    train_chunk_tokens: int = Field(4096, ge=0)
+    """While training, a batch is encoded in chunks of texts of like length, each padded only to its own
+    longest and holding at most this many padded tokens (0 = the whole batch at once, padded to its
+    longest). The loss still sees the whole batch: in-batch negatives are unchanged."""
     runtime: Literal["torch", "onnx", "onnx-int8"] = "torch"
     """What encodes: torch, or onnxruntime over this model exported to ONNX on first use (kept in
     STRUCTRET_CACHE/onnx under the model's fingerprint, checked against torch: cosine >= 0.9999

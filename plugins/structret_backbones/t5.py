@@ -62,7 +62,7 @@ class T5Encoder(TrainableMixin, TransformerBackbone):
         """Decoder state at position 0 [batch, dim] for a tokenized batch; keeps gradients."""
         input_ids = batch["input_ids"]
         start = torch.full((input_ids.shape[0], 1), self.decoder_start_token_id, dtype=torch.long, device=input_ids.device)
-        out = self.model(
+        out = self._net()(
             input_ids=input_ids,
             attention_mask=batch["attention_mask"],
             decoder_input_ids=start,

@@ -14,12 +14,14 @@ from structret.retrieval import DenseRetriever, make_retriever
 
 
 def filter_pairs(teacher: str, data: Dataset | str, out: str | os.PathLike, *, split: str = "train", k: int = 20,
-                 within: str = "language", batch_size: int = 32) -> Any:
+                 within: str = "language", batch_size: int = 32, min_score: float | None = None) -> Any:
     """Write the (query, code) pairs of ``split`` whose query ranks its own code in the top ``k``
-    of its pool, judged by the dense model ``teacher`` (a backbone name or a run), as CodeSearchNet
-    rows to ``out``, with ``OUT.report.json`` (consistency filtering; structret.consistency)."""
+    of its pool (and, with ``min_score``, whose teacher score is above it), judged by the dense model
+    ``teacher`` (a backbone name or a run), as CodeSearchNet rows to ``out``, with ``OUT.report.json``
+    (consistency filtering; structret.consistency)."""
     dataset = dataset_split(data, split)
     judge = make_retriever(teacher, batch_size=batch_size, cache=cache_dir())
     if not isinstance(judge, DenseRetriever):
         raise PluginError(f"the teacher {teacher} is not a dense model; give a backbone or a run directory.")
-    return consistency.filter_pairs(judge, dataset, out, k=k, within=within, teacher=teacher, partition=split)
+    return consistency.filter_pairs(judge, dataset, out, k=k, within=within, teacher=teacher, partition=split,
+                                    min_score=min_score)

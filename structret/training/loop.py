@@ -46,6 +46,13 @@ def _to(batch: Any, device: torch.device) -> Any:
     return batch.to(device) if isinstance(batch, torch.Tensor) else batch
 
 
+def make_optimizer(groups: list[dict[str, Any]], lr: float) -> torch.optim.Optimizer:
+    """AdamW, fused into one kernel per step where torch has one for the parameters' device: on
+    MiniLM (22M parameters) 50 ms a step instead of 250 on 2 CPU cores (docs/performance.md)."""
+    devices = {p.device.type for group in groups for p in group["params"]}
+    return torch.optim.AdamW(groups, lr=lr, fused=devices <= {"cpu", "cuda"} or None)
+
+
 def create_backbone(recipe: Recipe, weights: str | Path | TrainedModel | None = None, *, verify: bool = True) -> Any:
     """The recipe's backbone, with its options, and the weights of ``weights`` (a checkpoint the caller
     has checked: resume) or else of ``recipe.model``: a hub id, a folder, or a run of structret train
@@ -141,7 +148,7 @@ def train(recipe: Recipe, *, resume: bool = False,
     own = batches.total_steps  # the run's own steps; LM-head warm-up steps come before them
 
     step_module = TrainStep(backbone, objectives, recipe.loss_balance)
-    optimizer = torch.optim.AdamW(parameter_groups(step_module.parameters(), recipe.weight_decay), lr=recipe.lr)
+    optimizer = make_optimizer(parameter_groups(step_module.parameters(), recipe.weight_decay), recipe.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(recipe.warmup * own), own)
     warm, why = lm_warmup.prepare(objectives, backbone, step_module, recipe.weight_decay,
                                   saved_warmup_steps(checkpoint) if checkpoint is not None else None)

@@ -1,0 +1,395 @@
+"""Learning curves on the six-language corpus (issue 38): does each structure-aware method's gap
+to SDA close, widen or flip as the training budget grows?
+
+Every system trains all-MiniLM-L6-v2 from the same settings (``BASE``: the fast training path,
+batches of 32 pairs) for 60, 240 and 960 steps, and every run is scored on the validation and
+test splits of the six-language corpus (docs/results.md, "Multi-language code data"): dense
+alone, and fused with ``bm25-fields`` by the fusion that scores best on validation. Choices
+read validation only; the test column is written when a run is scored, once, and never chosen on.
+
+Each finished run leaves ``OUT/NAME.json`` (scores, settings, timings, CPU): the record that
+survives the machine, committed to the repository as it lands. Re-running skips what is
+recorded and resumes a run that was cut short from its newest checkpoint. ::
+
+    python benchmarks/learning_curves.py prepare                  # the filtered and hard-negative pairs
+    python benchmarks/learning_curves.py run --systems sda --steps 60 --seeds 42 43 44
+    python benchmarks/learning_curves.py run --plan               # every run the issue asks for, in order
+    python benchmarks/learning_curves.py table                    # the tables, markdown
+    python benchmarks/learning_curves.py figure --out docs/img/learning-curves.png
+
+The data: ``python benchmarks/data/code_corpus.py --cache DATA --combined DATA/ablation
+--structure-pairs DATA/structure`` (``DATA`` = ``--data-dir``, default ``$STRUCTRET_CODE_DATA``
+or /work/data/code). Runs go to ``--runs`` (their weights are not kept in the repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "learning-curves"
+BUDGETS = (60, 240, 960)
+SEEDS = (42, 43, 44)
+
+# The fast training path every system shares: the settings of issue 38's faster default,
+# written out so that a later change to the minilm-code recipe does not change these runs.
+BASE = {
+    "objective": "sda", "backbone": "minilm", "negatives": 0, "lr": 2e-5, "batch_size": 32, "warmup": 0.1,
+    "query_max_len": 50, "passage_max_len": 240, "checkpoint_every": 50, "log_every": 10,
+    "similarity": "cos", "temperature": 0.05,
+    "dtype": "auto", "minilm.attention_dropout": 0.0, "minilm.hidden_dropout": 0.0,
+}
+# MiniLM's random LM head is first trained alone (encoder frozen) for this many steps, on top of
+# the budget, as issue 16's ablation did
+MEP = {"objective": "sda+mep", "mep.lm_warmup_auto_steps": 60}
+
+
+@dataclass(frozen=True)
+class System:
+    label: str
+    train: str  # key of TRAIN_DATA
+    settings: dict = field(default_factory=dict)
+
+
+SYSTEMS = {
+    "sda": System("SDA", "docstring"),
+    "sda+mep": System("SDA+MEP (SANTA: one forward of the masked code)", "docstring", MEP),
+    "sda+mep-unmasked": System("SDA+MEP, SDA on the unmasked passage (issue 16's best variant)", "docstring",
+                               {**MEP, "mep.contrastive_input": "unmasked"}),
+    "sda-structure": System("SDA on docstring + structure pairs", "structure"),
+    "sda-filtered": System("SDA on consistency-filtered pairs (teacher top 20)", "filtered"),
+    "sda-cornstack": System("SDA on CoRNStack-filtered pairs (teacher top 2, cosine > 0.7)", "cornstack"),
+    "sda-bm25neg": System("SDA + one bm25-fields hard negative per query (false negatives filtered)", "bm25neg",
+                          {"negatives": 1}),
+    # the validation check of the faster default: the trainer's settings before issue 38
+    "sda-before": System("SDA, training settings before issue 38 (fp32, dropout 0.1)", "docstring",
+                         {"dtype": "fp32", "minilm.attention": "sdpa", "minilm.attention_dropout": 0.1,
+                          "minilm.hidden_dropout": 0.1, "minilm.train_chunk_tokens": 0}),
+}
+
+
+def data_dir(args) -> Path:
+    return Path(args.data_dir or os.environ.get("STRUCTRET_CODE_DATA") or "/work/data/code")
+
+
+def train_data(args, key: str) -> str:
+    root = data_dir(args)
+    return {"docstring": f"codesearchnet:{root}/ablation/*.jsonl.gz",
+            "structure": f"codesearchnet:{root}/structure/*.jsonl.gz",
+            "filtered": f"codesearchnet:{root}/derived/filtered-k20.jsonl.gz",
+            "cornstack": f"codesearchnet:{root}/derived/cornstack.jsonl.gz",
+            "bm25neg": f"tevatron:{root}/derived/bm25neg.jsonl.gz"}[key]
+
+
+def eval_data(args) -> str:
+    return f"codesearchnet:{data_dir(args)}/ablation/*.jsonl.gz"
+
+
+# --- preparing the derived training files -------------------------------------------------------
+
+LANGUAGES = ("python", "go", "java", "javascript", "php", "ruby")
+
+
+def prepare(args) -> None:
+    """The training files the data levers read, each made by the structret command a user runs."""
+    root = data_dir(args)
+    derived = root / "derived"
+    derived.mkdir(parents=True, exist_ok=True)
+    data = f"codesearchnet:{root}/ablation/*.jsonl.gz"
+    commands = {
+        "filtered-k20": {"": ["filter-pairs", "--data", data, "--split", "train", "--top-k", "20"]},
+        "cornstack": {"": ["filter-pairs", "--data", data, "--split", "train", "--top-k", "2", "--min-score", "0.7"]},
+        # one language at a time, so a query's negatives come from its own language's functions
+        "bm25neg": {f".{lang}": ["negatives", "--data", f"codesearchnet:{root}/ablation/{lang}.jsonl.gz", "--split",
+                                 "train", "--lexical", "bm25-fields", "--depth", "30", "--keep", "1", "--filter",
+                                 "percent:0.95", "--judge", "minilm"] for lang in LANGUAGES},
+    }
+    for name, parts in commands.items():
+        target = derived / f"{name}.jsonl.gz"
+        if target.is_file():
+            print(f"{target}: there", file=sys.stderr)
+            continue
+        files = []
+        for suffix, command in parts.items():
+            part = derived / f"{name}{suffix}.part.jsonl.gz"
+            files.append(part)
+            if part.is_file():  # a part an earlier, interrupted call finished
+                continue
+            print("$ structret " + shlex.join(command + ["--out", str(part)]), file=sys.stderr, flush=True)
+            started = time.perf_counter()
+            partial = part.with_name(part.name.replace(".part.", ".partial."))
+            subprocess.run([sys.executable, "-m", "structret.cli", *command, "--out", str(partial)], check=True)
+            os.replace(partial, part)
+            print(f"  {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        with open(target.with_suffix(".tmp"), "wb") as out:  # gzip members one after another are one gzip file
+            for part in files:
+                out.write(part.read_bytes())
+        os.replace(target.with_suffix(".tmp"), target)
+        for part in files:
+            part.unlink()
+
+
+# --- training and scoring one run -------------------------------------------------------------
+
+
+def cpu_kind() -> str:
+    """What decides CPU speed here: the bf16 and AVX-512 flags lscpu shows (not the model name)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split()
+    except (OSError, IndexError):
+        return platform.processor() or "unknown"
+    if "amx_bf16" in flags:
+        return "AMX (amx_bf16 avx512_bf16)"
+    if "avx512_bf16" in flags:
+        return "AVX512-BF16 (no AMX)"
+    return "AVX2 only" if "avx2" in flags else "no AVX2"
+
+
+def run_name(system: str, steps: int, seed: int) -> str:
+    return f"{system}-{steps}-s{seed}"
+
+
+def train_and_score(args, system: str, steps: int, seed: int) -> dict:
+    import structret
+    from structret.bench import run_bench
+    from structret.datasets import load_dataset
+    from structret.training.distributed import bf16_training
+
+    spec = SYSTEMS[system]
+    name = run_name(system, steps, seed)
+    run = Path(args.runs) / name
+    settings = {**BASE, **spec.settings, "max_steps": steps, "seed": seed}
+    data = train_data(args, spec.train)
+    started = time.perf_counter()
+    if not (run / "final" / "structret.json").is_file():
+        resume = run.is_dir() and any(run.glob("checkpoint-*"))
+        print(f"== training {name}" + (" (resuming)" if resume else ""), file=sys.stderr, flush=True)
+        structret.train(None, data=data, out=str(run), resume=resume, settings=settings)
+    trained = time.perf_counter() - started
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rates = [m["examples_per_s"] for m in metrics if m.get("phase") == "train"]
+
+    valid = load_dataset(eval_data(args), "valid")
+    test = load_dataset(eval_data(args), "test")
+    hybrid = f"bm25-fields+{run}"
+    on_valid = run_bench(valid, [str(run)], show_progress=False)
+    on_test = run_bench(test, [str(run), hybrid], tune=valid, show_progress=False)
+    tuning = on_test.rows[hybrid]["fusion_tuning"]
+    column = "MRR@100 (full pool)"
+    record = {
+        "system": system, "label": spec.label, "steps": steps, "seed": seed, "pairs_seen": steps * BASE["batch_size"],
+        "train_data": data, "eval_data": eval_data(args), "settings": settings,
+        "dense": {"valid": on_valid.rows[str(run)][column], "test": on_test.rows[str(run)][column]},
+        "fused": {"fusion": tuning["fusion"], "valid": tuning["scores"][tuning["fusion"]],
+                  "test": on_test.rows[hybrid][column]},
+        "train_seconds": round(trained, 1) if trained > 5 else None,  # None: trained in an earlier call
+        "pairs_per_s": round(statistics.median(rates), 2) if rates else None,
+        "bf16": bf16_training(settings["dtype"]), "cpu": cpu_kind(),
+        "torch_threads": __import__("torch").get_num_threads(),
+        "scored": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    return record
+
+
+def zero_shot(args) -> dict:
+    """MiniLM as it is, and fused with bm25-fields: the budget-0 point of every curve."""
+    from structret.bench import run_bench
+    from structret.datasets import load_dataset
+
+    valid = load_dataset(eval_data(args), "valid")
+    test = load_dataset(eval_data(args), "test")
+    on_valid = run_bench(valid, ["minilm"], show_progress=False)
+    on_test = run_bench(test, ["minilm", "bm25-fields+minilm"], tune=valid, show_progress=False)
+    tuning = on_test.rows["bm25-fields+minilm"]["fusion_tuning"]
+    column = "MRR@100 (full pool)"
+    return {"system": "zero-shot", "label": "MiniLM zero-shot", "steps": 0, "seed": 0, "pairs_seen": 0,
+            "eval_data": eval_data(args),
+            "dense": {"valid": on_valid.rows["minilm"][column], "test": on_test.rows["minilm"][column]},
+            "fused": {"fusion": tuning["fusion"], "valid": tuning["scores"][tuning["fusion"]],
+                      "test": on_test.rows["bm25-fields+minilm"][column]},
+            "cpu": cpu_kind(), "scored": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+
+
+def save(out: Path, record: dict) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    name = "zero-shot" if record["system"] == "zero-shot" else run_name(record["system"], record["steps"],
+                                                                         record["seed"])
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+# --- the plan: what the issue asks for, in the order that answers most first -------------------
+
+CURVES = ("sda", "sda+mep", "sda+mep-unmasked", "sda-structure", "sda-filtered", "sda-cornstack", "sda-bm25neg")
+
+
+def plan(done: list[dict]) -> list[tuple[str, int, int]]:
+    """Every run not yet recorded: the validation check (before/after, 3 seeds at 60 steps), every
+    system at 60, 240 and 960 steps (seed 42), then seeds 43 and 44 at 960 for SDA and the two
+    systems other than SDA best on validation at 240 (once all of 240 is in)."""
+    have = {(r["system"], r["steps"], r["seed"]) for r in done}
+    wanted = [(s, 60, seed) for s in ("sda-before", "sda") for seed in SEEDS]
+    wanted += [(s, steps, 42) for steps in BUDGETS for s in CURVES]
+    at_240 = {r["system"]: r["dense"]["valid"] for r in done if r["steps"] == 240 and r["system"] in CURVES}
+    if len(at_240) == len(CURVES):
+        best = sorted((s for s in at_240 if s != "sda"), key=at_240.get, reverse=True)[:2]
+        wanted += [(s, 960, seed) for seed in SEEDS[1:] for s in ("sda", *best)]
+    return [w for w in wanted if w not in have]
+
+
+# --- tables and the figure --------------------------------------------------------------------
+
+
+def summarize(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{100 * values[0]:.2f}"
+    return f"{100 * statistics.mean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
+
+
+def grouped(done: list[dict]) -> dict[tuple[str, int], list[dict]]:
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in done:
+        groups.setdefault((r["system"], r["steps"]), []).append(r)
+    return groups
+
+
+def table(args) -> None:
+    done = records(Path(args.out))
+    groups = grouped(done)
+    systems = [s for s in ("zero-shot", *CURVES, "sda-before") if any(k[0] == s for k in groups)]
+    for side, title in (("dense", "dense alone"), ("fused", "fused with bm25-fields (fusion chosen on valid)")):
+        for split in ("valid", "test"):
+            print(f"\n**MRR@100 (full pool), {split}, {title}; ×100, mean ± std over seeds (n)**\n")
+            steps = sorted({k[1] for k in groups})
+            print("| system | " + " | ".join(f"{s} steps ({s * 32:,} pairs)" if s else "zero-shot"
+                                           for s in steps) + " |")
+            print("|---|" + "---:|" * len(steps))
+            for system in systems:
+                label = SYSTEMS[system].label if system in SYSTEMS else "MiniLM zero-shot"
+                cells = []
+                for s in steps:
+                    runs = groups.get((system, s), [])
+                    cells.append(f"{summarize([r[side][split] for r in runs])} ({len(runs)})" if runs else "")
+                print(f"| {label} | " + " | ".join(cells) + " |")
+    print("\n**Training cost** (median pairs/s over each run's logged intervals; CPU kind, bf16)\n")
+    print("| system | steps | seed | pairs/s | train s | cpu | bf16 |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for r in done:
+        if r["system"] != "zero-shot":
+            print(f"| {r['system']} | {r['steps']} | {r['seed']} | {r.get('pairs_per_s')} | {r.get('train_seconds')} | "
+                  f"{r.get('cpu')} | {r.get('bf16')} |")
+
+
+def figure(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = records(Path(args.out))
+    groups = grouped(done)
+    base = next((r for r in done if r["system"] == "zero-shot"), None)
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9), sharex=True)
+    for col, split in enumerate(("valid", "test")):
+        for row, side in enumerate(("dense", "fused")):
+            ax = axes[row][col]
+            for system in CURVES:
+                points = sorted((s, [r[side][split] for r in runs]) for (name, s), runs in groups.items()
+                                if name == system)
+                if not points:
+                    continue
+                x = [s * 32 for s, _ in points]
+                mean = [100 * statistics.mean(v) for _, v in points]
+                spread = [100 * statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in points]
+                line, = ax.plot(x, mean, marker="o", label=SYSTEMS[system].label)
+                ax.fill_between(x, [m - d for m, d in zip(mean, spread)], [m + d for m, d in zip(mean, spread)],
+                                color=line.get_color(), alpha=0.2)
+            if base is not None:
+                ax.axhline(100 * base[side][split], color="grey", linestyle=":", label="MiniLM zero-shot")
+            ax.set_xscale("log")
+            ax.set_title(f"{split}, {'dense alone' if side == 'dense' else 'fused with bm25-fields'}")
+            ax.set_ylabel("MRR@100 (full pool) ×100")
+            ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("training pairs seen (batches of 32; log scale)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8)
+    fig.suptitle("Learning curves on the six-language corpus (all-MiniLM-L6-v2; shading: ± one std over seeds)")
+    fig.tight_layout(rect=(0, 0.1, 1, 0.97))
+    fig.savefig(args.figure_out, dpi=110)
+    print(f"wrote {args.figure_out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("prepare", "run", "plan", "table", "figure"))
+    parser.add_argument("--data-dir", help="the corpus folder (ablation/, structure/; derived/ is written there)")
+    parser.add_argument("--runs", default="/work/runs/curves", help="where the runs' weights go")
+    parser.add_argument("--out", default=str(OUT), help="where each run's record goes (committed)")
+    parser.add_argument("--systems", nargs="*", choices=sorted(SYSTEMS), default=[])
+    parser.add_argument("--steps", nargs="*", type=int, default=[])
+    parser.add_argument("--seeds", nargs="*", type=int, default=[42])
+    parser.add_argument("--plan", action="store_true", help="run: every run the plan still needs, in order")
+    parser.add_argument("--figure-out", default="docs/img/learning-curves.png")
+    parser.add_argument("--commit", action="store_true", help="run: git-commit each record as it lands")
+    args = parser.parse_args()
+    out = Path(args.out)
+    if args.command == "prepare":
+        return prepare(args)
+    if args.command == "table":
+        return table(args)
+    if args.command == "figure":
+        return figure(args)
+    if args.command == "plan":
+        for item in plan(records(out)):
+            print(run_name(*item))
+        return
+    if not (out / "zero-shot.json").is_file():
+        path = save(out, zero_shot(args))
+        print(f"wrote {path}", file=sys.stderr)
+    while True:
+        todo = plan(records(out)) if args.plan else [
+            (s, n, seed) for s in args.systems for n in args.steps for seed in args.seeds
+            if not (out / f"{run_name(s, n, seed)}.json").is_file()]
+        if not todo:
+            break
+        system, steps, seed = todo[0]
+        path = save(out, train_and_score(args, system, steps, seed))
+        record = json.loads(path.read_text())
+        print(f"wrote {path}: dense valid {100 * record['dense']['valid']:.2f} test {100 * record['dense']['test']:.2f}; "
+              f"fused valid {100 * record['fused']['valid']:.2f} test {100 * record['fused']['test']:.2f}",
+              file=sys.stderr, flush=True)
+        if args.commit:
+            commit(path)
+
+
+def commit(path: Path) -> None:
+    """Commit one record alone (other staged work is left as it is); a busy index is retried."""
+    for attempt in range(10):
+        added = subprocess.run(["git", "add", str(path)], cwd=HERE.parent)
+        done = added.returncode == 0 and subprocess.run(
+            ["git", "commit", "-q", "-m", f"learning curves: {path.stem} scored (benchmarks/learning_curves.py)",
+             "--", str(path)], cwd=HERE.parent).returncode == 0
+        if done:
+            return
+        time.sleep(3 + attempt)
+    print(f"could not commit {path}; it is written, commit it by hand", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
