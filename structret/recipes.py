@@ -116,6 +116,10 @@ class Recipe(BaseModel):
     """Newest checkpoints kept (0 = keep all)."""
     log_every: int = Field(10, ge=1)
     """Steps between metrics lines."""
+    fusion: str = ""
+    """How a lexical side fuses with the trained model (structret.fusion: "zscore:0.3", "rrf:0.5"), as
+    chosen on validation for this recipe: what 'structret index SOURCE --model RUN' uses when no --fusion
+    is given; "" = structret's default. It changes nothing in training."""
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each used plugin's options, every option with its value: {"mep": {"extractor": "auto"}}."""
 
@@ -123,6 +127,15 @@ class Recipe(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value  # TOML has no null: written as "", read back as None
+
+    @field_validator("fusion")
+    @classmethod
+    def _fusion_spec(cls, value: str) -> str:
+        method = value.partition(":")[0].strip()
+        if value and method not in ("zscore", "minmax", "rrf"):  # the full check (structret.fusion) needs numpy
+            raise ValueError(f"fusion {value!r}: write METHOD:WEIGHT with METHOD zscore, minmax or rrf, "
+                             f"e.g. zscore:0.3 (structret.fusion)")
+        return value
 
     @model_validator(mode="after")
     def _some_steps(self) -> Recipe:

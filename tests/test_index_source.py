@@ -79,3 +79,26 @@ def test_a_source_folder_goes_alone(project, tmp_path):
     (empty / "README").write_text("nothing to mine")
     out = run("index", empty, "--out", tmp_path / "idx2", code=1).output
     assert "holds no file a registered miner reads" in out
+
+
+def test_a_trained_run_fuses_as_its_recipe_says_unless_told_otherwise(project, tmp_path, tiny_bert_dir, monkeypatch):
+    import gzip
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    rows = tmp_path / "pairs.jsonl.gz"
+    with gzip.open(rows, "wt") as f:
+        for i, word in enumerate(["read", "parse", "send", "sort"]):
+            f.write(json.dumps({"code": f"def {word}_{i}(x):\n    return x", "docstring_tokens": [word, "it", "all"],
+                                "partition": "train", "language": "python", "url": f"u{i}"}) + "\n")
+    run_dir = tmp_path / "run"
+    run("train", "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--data", f"codesearchnet:{rows}",
+        "--set", "max_steps=1", "--set", "batch_size=2", "--set", "fusion=rrf:0.4", "--out", run_dir)
+    fused = {}
+    for name, extra in (("recorded", []), ("given", ["--fusion", "minmax:0.2"])):
+        run("index", project, "--model", run_dir, "--out", tmp_path / name, *extra)
+        fused[name] = json.loads((tmp_path / name / "structret.json").read_text())["lexical"]["fusion"]
+    assert (fused["recorded"]["method"], fused["recorded"]["weight"]) == ("rrf", 0.4)
+    assert (fused["given"]["method"], fused["given"]["weight"]) == ("minmax", 0.2)
+    out = run("train", "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--data", f"codesearchnet:{rows}",
+              "--set", "fusion=best:0.4", "--out", tmp_path / "bad", code=1).output
+    assert "zscore, minmax or rrf" in out

@@ -74,6 +74,8 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         raise DataError(f"{source} holds no file a registered miner reads (structret plugins --kind miner lists "
                         f"them and their languages).")
     model = model if isinstance(model, Model) else load_model(str(model))
+    if fusion is None and lexical:  # a trained run's recipe carries the fusion chosen on validation with it
+        fusion = model.recipe.get("fusion") or None
     ids: list[str] = []
     texts: list[str] = []
     result = SourceIndexResult(str(source))

@@ -22,7 +22,7 @@ from structret.retrieval import make_retriever, resolve_system
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 # recipe fields that do not change what a run computes
 _NOT_IDENTITY = {"name", "description", "reproduces", "output", "log_every", "checkpoint_every",
-                 "keep_checkpoints"}
+                 "keep_checkpoints", "fusion"}
 
 
 @dataclass

@@ -22,7 +22,7 @@ from structret.training.distributed import all_rng_states, set_rng_state, world
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # recipe fields a resumed run may change: they do not touch what is computed
 RESUMABLE_CHANGES = {"name", "description", "reproduces", "output", "log_every", "checkpoint_every",
-                     "keep_checkpoints"}
+                     "keep_checkpoints", "fusion"}
 
 
 def model_meta(recipe: Recipe, backbone: TrainableBackbone, base_model: str, step: int) -> dict[str, Any]:
