@@ -433,3 +433,36 @@ def test_an_unknown_recipe_or_suite_names_the_closest_and_the_file_alternative()
         resolve_recipe("santa-cod")
     with pytest.raises(SuiteError, match=r"unknown suite 'sant'\. Did you mean 'santa'\?.*Known suites: .*coir"):
         load_suite("sant")
+
+
+def test_a_hybrid_row_may_fuse_as_the_validation_split_chooses(tmp_path, cache, train_calls, tiny_bert_dir,
+                                                               fresh_registry):
+    from structret.errors import SuiteError
+    from structret.evaluation import tune_fusion
+    from structret.retrieval import make_retriever
+
+    path = tmp_path / "three-splits.jsonl.gz"
+    rng = random.Random(2)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i in range(48):
+            f.write(json.dumps(_function(rng, i, "train" if i < 24 else "valid" if i < 36 else "test")) + "\n")
+    csn = f"codesearchnet:{path}"
+    text = (Path(__file__).parents[1] / "plugins/structret_papers/suites/code-hybrid.toml").read_text()
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text(text.replace('fusion = "zscore:0.4"', 'fusion = "valid"'))
+    runner = Runner(show_progress=False)
+    settings = {"model": str(tiny_bert_dir), "max_steps": "2", "batch_size": "4"}
+    suite_table(load_suite(str(tuned)), [f"code={csn}"], settings=settings, backbone="hf-encoder", runner=runner)
+    hybrid = next(s for s in runner.evaluated if s == "bm25-fields+hf-encoder")
+    key = [p for p in (cache / "evals").glob("*.json") if json.loads(p.read_text())["row"].get("fusion")]
+    assert key, "a tuned row records the fusion it was scored with"
+    from structret.datasets import load_dataset
+
+    expected = tune_fusion(make_retriever(hybrid, model=str(tiny_bert_dir), show_progress=False),
+                           load_dataset(csn, "valid"))["fusion"]
+    assert {json.loads(p.read_text())["row"]["fusion"] for p in key} == {expected}
+    no_valid = tmp_path / "no-valid.toml"
+    no_valid.write_text(tuned.read_text().replace('valid_split = "valid"\n', ""))
+    with pytest.raises(SuiteError, match="has none"):
+        suite_table(load_suite(str(no_valid)), [f"code={csn}"], settings=settings, backbone="hf-encoder",
+                    runner=Runner(show_progress=False))

@@ -176,13 +176,13 @@ def suite_table(suite: Suite, data: Sequence[str] = (), *, data_options: dict[st
     for d in suite.datasets:
         if d.key in given:
             specs[d.key] = DataSpec(d.key, d.label, given[d.key], dict(data_options or {}),
-                                    valid_split=d.valid_split)
+                                    valid_split=d.valid_split, select_on=_selection_metric(d).measured)
         elif d.standin_data:
             options = {**d.standin_options, **(data_options or {})}
             label = (d.standin_label or d.standin_data) + (
                 f" ({', '.join(f'{k}={v}' for k, v in options.items())})" if options else "")
             specs[d.key] = DataSpec(d.key, label, resolve_spec(d.standin_data), options, standin=True,
-                                    valid_split=d.valid_split)
+                                    valid_split=d.valid_split, select_on=_selection_metric(d).measured)
         else:
             specs[d.key] = None
             unavailable[d.key] = d.unavailable or "no data given and no offline stand-in"

@@ -15,11 +15,13 @@ from typing import Any
 
 from structret.artifacts import cache_dir
 from structret.datasets import load_dataset, parse_data_spec
+from structret.errors import SuiteError
 from structret.models import new_model
 from structret.registry import get_registry
 from structret.retrieval import make_retriever, resolve_system
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
+TUNED = "valid"  # a row's fusion chosen on the dataset's validation split
 # recipe fields that do not change what a run computes
 _NOT_IDENTITY = {"name", "description", "reproduces", "output", "log_every", "checkpoint_every",
                  "keep_checkpoints", "fusion"}
@@ -35,6 +37,7 @@ class DataSpec:
     train_split: str = "train"
     test_split: str = "test"
     valid_split: str = ""            # "" = none: no validation column, no variant selection
+    select_on: str = ""              # the measure choices on valid_split read ("" = the protocol's first)
 
     def options_field(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.options.items())
@@ -181,7 +184,10 @@ class Runner:
         get_registry().check("dataset", parse_data_spec(data.spec)[0])
         if cell.lexical:
             get_registry().check("retriever", cell.lexical)
-            if cell.fusion:
+            if cell.fusion == TUNED and not data.valid_split:
+                raise SuiteError(f"fusion = \"{TUNED}\" chooses the fusion on a validation split, and "
+                                 f"{data.label} has none; give the dataset a valid_split or the row a fusion.")
+            if cell.fusion and cell.fusion != TUNED:
                 from structret.fusion import parse  # numpy: not by import structret.suites
 
                 parse(cell.fusion)
@@ -243,8 +249,8 @@ class Runner:
             from structret.fusion import parse  # numpy: not by import structret.suites
 
             rest = {k: v for k, v in options.items() if k != "fusion"}
-            return {"lexical": lexical, "fusion": parse(options["fusion"]).spec,
-                    "dense": self.system_identity(dense, rest)}
+            fusion = TUNED if options["fusion"] == TUNED else parse(options["fusion"]).spec
+            return {"lexical": lexical, "fusion": fusion, "dense": self.system_identity(dense, rest)}
         path = Path(system)
         recipe_file = path / "recipe.toml"
         if recipe_file.is_file():
@@ -275,8 +281,26 @@ class Runner:
             print(dataset.stats.summary(), file=sys.stderr)
             self._eval_sets[(data.key, split)] = (dataset, make_protocol(dataset, self.limit))
         dataset, protocol = self._eval_sets[(data.key, split)]
-        retriever = make_retriever(system, batch_size=self.batch_size, show_progress=self.show_progress, **options)
+        tuned = options.get("fusion") == TUNED
+        # the vector cache: a hybrid row, its tuning and the dense row of the same model encode the texts once
+        retriever = make_retriever(system, batch_size=self.batch_size, show_progress=self.show_progress,
+                                   cache=cache_dir(), **({**options, "fusion": None} if tuned else options))
+        tuning = None
+        if tuned:  # the fusion that scores best on the validation split, then this split scored with it
+            from structret.evaluation import tune_fusion  # numpy: not by import structret.suites
+            from structret.fusion import parse  # numpy: not by import structret.suites
+
+            if (data.key, data.valid_split) not in self._eval_sets:
+                valid = load_dataset(data.spec, data.valid_split, **data.options)
+                self._eval_sets[(data.key, data.valid_split)] = (valid, make_protocol(valid, self.limit))
+            tuning = tune_fusion(retriever, self._eval_sets[(data.key, data.valid_split)][0], limit=self.limit,
+                                 show_progress=self.show_progress, measure=data.select_on or None)
+            retriever.fusion = parse(tuning["fusion"])
+            print(f"  {system}: {tuning['fusion']} scored best on {data.valid_split} ({tuning['measure']})",
+                  file=sys.stderr)
         row = evaluate_retriever(protocol, retriever, system)
+        if tuning is not None:
+            row["fusion"] = tuning["fusion"]
         result = {"row": row, "protocol": protocol.name, "columns": list(protocol.columns),
                   "sizes": protocol.sizes, "notes": protocol.notes, "dataset": dataset.name}
         path.parent.mkdir(parents=True, exist_ok=True)
