@@ -393,14 +393,19 @@ def test_seeds_with_only_untrained_rows_evaluate_once(cache, train_calls, tiny_b
     assert "over 3 seeds (no row here trains)" in table.caption
 
 
-def test_a_hybrid_row_fuses_the_rows_model_and_is_cached_by_it(tmp_path, cache, train_calls, tiny_bert_dir,
-                                                              fresh_registry):
+def _three_splits(tmp_path, seed: int) -> str:
+    """48 functions: 24 train, 12 valid, 12 test, as a codesearchnet: spec."""
     path = tmp_path / "three-splits.jsonl.gz"
-    rng = random.Random(1)
+    rng = random.Random(seed)
     with gzip.open(path, "wt", encoding="utf-8") as f:
         for i in range(48):
             f.write(json.dumps(_function(rng, i, "train" if i < 24 else "valid" if i < 36 else "test")) + "\n")
-    csn = f"codesearchnet:{path}"
+    return f"codesearchnet:{path}"
+
+
+def test_a_hybrid_row_fuses_the_rows_model_and_is_cached_by_it(tmp_path, cache, train_calls, tiny_bert_dir,
+                                                              fresh_registry):
+    csn = _three_splits(tmp_path, seed=1)
     settings = {"model": str(tiny_bert_dir), "max_steps": "2", "batch_size": "4", "query_max_len": "16",
                 "passage_max_len": "32"}
     suite = load_suite("code-hybrid")
@@ -441,12 +446,7 @@ def test_a_hybrid_row_may_fuse_as_the_validation_split_chooses(tmp_path, cache, 
     from structret.evaluation import tune_fusion
     from structret.retrieval import make_retriever
 
-    path = tmp_path / "three-splits.jsonl.gz"
-    rng = random.Random(2)
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        for i in range(48):
-            f.write(json.dumps(_function(rng, i, "train" if i < 24 else "valid" if i < 36 else "test")) + "\n")
-    csn = f"codesearchnet:{path}"
+    csn = _three_splits(tmp_path, seed=2)
     text = (Path(__file__).parents[1] / "plugins/structret_papers/suites/code-hybrid.toml").read_text()
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(text.replace('fusion = "zscore:0.4"', 'fusion = "valid"'))
