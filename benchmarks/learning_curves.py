@@ -240,15 +240,20 @@ CURVES = ("sda", "sda+mep", "sda+mep-unmasked", "sda-structure", "sda-filtered",
 
 def plan(done: list[dict]) -> list[tuple[str, int, int]]:
     """Every run not yet recorded: the validation check (before/after, 3 seeds at 60 steps), every
-    system at 60, 240 and 960 steps (seed 42), then seeds 43 and 44 at 960 for SDA and the two
-    systems other than SDA best on validation at 240 (once all of 240 is in)."""
+    system at 60, 240 and 960 steps (seed 42), then seeds 43 and 44 at 960 for SDA, the two systems
+    other than SDA best on validation at 240, and the system best on validation at 960 (the one a
+    recipe ships), each once all of its budget is in."""
     have = {(r["system"], r["steps"], r["seed"]) for r in done}
     wanted = [(s, 60, seed) for s in ("sda-before", "sda") for seed in SEEDS]
     wanted += [(s, steps, 42) for steps in BUDGETS for s in CURVES]
-    at_240 = {r["system"]: r["dense"]["valid"] for r in done if r["steps"] == 240 and r["system"] in CURVES}
-    if len(at_240) == len(CURVES):
-        best = sorted((s for s in at_240 if s != "sda"), key=at_240.get, reverse=True)[:2]
-        wanted += [(s, 960, seed) for seed in SEEDS[1:] for s in ("sda", *best)]
+    seeded = ["sda"]
+    for steps in (240, 960):
+        scores = {r["system"]: r["dense"]["valid"] for r in done
+                  if r["steps"] == steps and r["seed"] == 42 and r["system"] in CURVES}
+        if len(scores) == len(CURVES):
+            ranked = sorted(scores, key=scores.get, reverse=True)
+            seeded += [s for s in ranked if s != "sda"][:2] if steps == 240 else ranked[:1]
+    wanted += [(s, 960, seed) for seed in SEEDS[1:] for s in dict.fromkeys(seeded)]
     return [w for w in wanted if w not in have]
 
 
