@@ -12,6 +12,7 @@ transformers, tree-sitter and friends are imported inside the calls that need th
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import traceback
@@ -530,34 +531,52 @@ def verify(paths):
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("queries", nargs=-1, required=True)
 @click.option("-k", default=10, show_default=True, help="How many results per query.")
-@click.option("--lines", default=8, show_default=True, help="Lines of each result's text to show (0: none).")
+@click.option("--lines", default=8, show_default=True,
+              help="Lines of each result to show, those holding a word of the query first (0: none).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the hits as JSON (a list, one entry per query) for scripts: rank, score, id, path, "
+                   "start and end line, the sides that found it, the snippet's lines and the whole text.")
 @click.option("--no-verify", is_flag=True,
               help="Search even if the index's files (or its model's) do not match their checksums.json, or it is "
                    "missing; a warning on stderr names what was not checked. The results may be wrong.")
-def search(index_dir, queries, k, lines, no_verify):
-    """Search an index built by 'structret index' and show the top-k texts.
+def search(index_dir, queries, k, lines, as_json, no_verify):
+    """Search an index built by 'structret index' and show the top-k hits.
+
+    A function from a source folder shows as PATH:START-END (relative to the folder), then
+    its lines that hold a word of the query, the most words first (identifier parts count:
+    readConfig matches "read config"; marked on a terminal), then its first lines.
 
     The index, its texts and a trained model it was built with are checked against their
     checksums.json first: a missing, damaged or unlisted file is an error that names it.
 
     \b
-    Example:
+    Examples:
       structret search runs/idx "read a config file" "parse a date" -k 5
+      structret search runs/project "read a config file" --json | jq '.[0].hits[0].location'
     """
-    found = api.load_index(index_dir, verify=not no_verify, texts=lines > 0)
+    found = api.load_index(index_dir, verify=not no_verify, texts=lines > 0 or as_json)
     if not found.meta.get("backbone"):
         raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
     model = found.model  # loaded (and checked against the index) before any query is encoded
     if found.texts_note:
         click.echo(f"warning: {found.texts_note}", err=True)
-    for query, hits in zip(queries, found.search(model, list(queries), k)):
-        click.secho(f"query: {query}", bold=True)
-        for rank, hit in enumerate(hits, 1):
-            sides = f"  [{' + '.join(hit.sources)}]" if hit.sources else ""
-            click.echo(f"{rank:>3}. {hit.score:.4f}  {hit.id}{sides}")
-            if lines and hit.text is not None:
-                for line in hit.text.splitlines()[:lines]:
-                    click.echo(f"       {line}")
+    root = (found.meta.get("source") or {}).get("path")
+    results = [{"query": query, "hits": [api.readable(hit, query, rank=rank, root=root, lines=lines)
+                                         for rank, hit in enumerate(hits, 1)]}
+               for query, hits in zip(queries, found.search(model, list(queries), k))]
+    if as_json:
+        click.echo(json.dumps(results, indent=1))
+        return
+    for result in results:
+        click.secho(f"query: {result['query']}", bold=True)
+        terms = api.query_terms(result["query"])
+        for hit in result["hits"]:
+            sides = f"  [{' + '.join(hit['sources'])}]" if hit["sources"] else ""
+            click.echo(f"{hit['rank']:>3}. {hit['score']:.4f}  {click.style(hit['location'], fg='cyan')}{sides}")
+            width = len(str(max((row["line"] or 0 for row in hit["snippet"]), default=0)))
+            for row in hit["snippet"]:  # styles are dropped when the output is not a terminal
+                text = api.mark_terms(row["text"], terms, lambda w: click.style(w, fg="yellow", bold=True))
+                click.echo(f"     {row['line'] or '':>{width}}  {text}")
 
 
 @cli.command()
@@ -602,6 +621,28 @@ def serve(index_dir, model, model_options, host, port, extractor, extractor_opti
               extractor_options=api.parse_options(extractor_options), language=language, verify=not no_verify,
               model_options=api.parse_options(model_options),
                echo=lambda line: click.echo(line, err=True))
+
+
+@cli.command()
+@click.argument("index_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--no-verify", is_flag=True,
+              help="Serve even if the index's files (or its model's) do not match their checksums.json; a warning "
+                   "names what was not checked.")
+def mcp(index_dir, no_verify):
+    """Serve a project's index to a coding agent over MCP (stdio).
+
+    Two tools: search(query, k=10, path=None) returns the project's functions best first, each
+    as path:start-end with its lines that hold a word of the query (path: only hits in that
+    file or folder, or matching a glob such as *.go); refresh() indexes the recorded folder again,
+    encoding only what changed. The index and its model are loaded once, at start. Needs the
+    MCP SDK: pip install 'structret[mcp]'.
+
+    \b
+    Example (then register the command with the agent, e.g. in its MCP servers config):
+      structret index ~/src/project --out runs/project
+      structret mcp runs/project
+    """
+    api.run_mcp(index_dir, verify=not no_verify)
 
 
 @cli.command()

@@ -68,7 +68,7 @@ HEAVY = {
     "accelerate", "bm25s", "datasets", "hnswlib", "huggingface_hub", "ir_measures", "matplotlib", "mteb", "nltk",
     "numpy", "onnx", "onnxruntime", "peft", "pyarrow", "pydantic", "pygments", "pymilvus", "pytrec_eval",
     "safetensors", "sentence_transformers", "sklearn", "spacy", "starlette", "tokenizers", "torch", "tqdm",
-    "transformers", "tree_sitter", "umap", "usearch", "uvicorn",
+    "transformers", "tree_sitter", "umap", "usearch", "uvicorn", "mcp",
     "filelock",  # ~15 ms
     "concurrent",  # concurrent.futures' process pool: multiprocessing, ~9 ms
     "structret.api",  # all of core, ~75 ms: `import structret` (a plugin's hookimpl) is ~15 ms

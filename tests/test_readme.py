@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shlex
 import shutil
@@ -309,6 +310,25 @@ def serve(args: list[str], port: int) -> str:
         proc.wait(30)
 
 
+def mcp_search(args: list[str]) -> list[dict]:
+    """Start 'structret mcp' as an agent does (a child on stdio), call its search tool once, stop it."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    exe = Path(sys.executable).with_name("structret")
+    params = StdioServerParameters(command=str(exe), args=args, env=dict(os.environ))
+
+    async def ask():
+        with open(os.devnull, "w") as quiet:  # the child's stderr: pytest's captured one has no file descriptor
+            async with Client(stdio_client(params, errlog=quiet), raise_exceptions=True) as client:
+                result = await client.call_tool("search", {"query": "read a config file", "k": 3})
+                return result.structured_content["result"]
+
+    return asyncio.run(ask())
+
+
 @pytest.mark.slow
 def test_the_readme_runs_as_written(user_machine, capsys):
     home, work = user_machine
@@ -320,6 +340,8 @@ def test_the_readme_runs_as_written(user_machine, capsys):
         if args[0] == "serve":
             answer = json.loads(serve(args, port))
             assert answer["hits"], line
+        elif args[0] == "mcp":
+            assert any("read_config" in json.dumps(hit["snippet"]) for hit in mcp_search(args)), line
         else:
             result = CliRunner().invoke(cli, args)
             assert result.exit_code == 0, f"{line}\n{result.output}\n{result.exception!r}"

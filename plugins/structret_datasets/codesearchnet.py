@@ -102,7 +102,7 @@ def _select(files: list[_File], path: str, split: str | None, language: str | No
     return files
 
 
-def read(path: str, *, split: str | None = None, language: str | None = None,
+def read(path: str, *, split: str | None = None, language: str | None = None, code_field: str = "code",
          max_field_chars: int = MAX_FIELD_CHARS) -> Dataset:
     """The rows of ``path`` (options: structret_datasets.options.CodeSearchNet)."""
     language = language.lower() if language else None
@@ -131,9 +131,12 @@ def read(path: str, *, split: str | None = None, language: str | None = None,
                 row_language = get_str(row, "language") or file.language or ""
                 if language and row_language.lower() != language:
                     raise LeftOut(f"language is not '{language}'")
-                code = get_str(row, "code", required=True)
-                if row_language.lower() == "python":
-                    code = strip_python_docstring(code)
+                if code_field == "original_string":  # as written; rows without it (older files) fall back
+                    code = get_str(row, "original_string") or get_str(row, "code", required=True)
+                else:
+                    code = get_str(row, "code", required=True)
+                    if row_language.lower() == "python":
+                        code = strip_python_docstring(code)
                 if not code.strip():
                     raise BadRow("empty code")
                 docstring_tokens = get_tokens(row, "docstring_tokens", required=True)

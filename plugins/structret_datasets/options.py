@@ -31,6 +31,10 @@ class CodeSearchNet(Reader):
 
     language: str | None = None
     """Keep only this programming language, e.g. python (case does not matter); unset = every language."""
+    code_field: Literal["code", "original_string"] = "code"
+    """The document: code = CodeSearchNet's code field (a Python docstring removed, so it cannot give the
+    answer away); original_string = the function exactly as written in its file, docstring and all, its
+    lines the file's lines (what an index of one's own code holds and shows)."""
 
 
 class Adv(Reader):

@@ -11,6 +11,7 @@ the whole identifier is kept as well so an exact name in the query still counts.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -75,6 +76,9 @@ class BM25Retriever:
             from bm25s.tokenization import Tokenizer
         except ImportError as exc:  # pragma: no cover - bm25s is a core dependency
             raise ImportError("the bm25 retriever needs bm25s: pip install bm25s") from exc
+        # bm25s sets its own logger to DEBUG, which a program that configures logging (an MCP server)
+        # then prints on every fit
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
         self._bm25s = bm25s
         self.k1, self.b, self.method = k1, b, method
         self.lowercase = lowercase

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from structret.api.checks import check_names
     from structret.api.datasets import filter_pairs
     from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
+    from structret.api.mcp import create_mcp_server, run_mcp
     from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
     from structret.api.sources import SourceIndexResult, index_source
     from structret.api.tables import TableRun, bench_folders, bench_recipes, bench_suite, suite_needs_root
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from structret.plugin_tables import parse_settings
     from structret.search_index import Hit, SearchIndex, build_index, index_embeddings, load_index, parse_fusion
     from structret.serving import serve
+    from structret.snippets import mark_terms, query_terms, readable
 
 # the module that defines each name, imported on first use (the lightness the docstring promises);
 # tests/test_api.py checks this table and the imports above name the same things
@@ -46,6 +48,7 @@ _LAZY_MODULES = {
     "structret.api.checks": ("check_names",),
     "structret.api.datasets": ("filter_pairs",),
     "structret.api.encoding": ("EncodeResult", "encode_dataset", "encoding_shard"),
+    "structret.api.mcp": ("create_mcp_server", "run_mcp"),
     "structret.api.runs": ("Run", "evaluate", "list_recipes", "train", "tune_fusion"),
     "structret.api.sources": ("SourceIndexResult", "index_source"),
     "structret.api.tables": ("TableRun", "bench_folders", "bench_recipes", "bench_suite", "suite_needs_root"),
@@ -63,17 +66,18 @@ _LAZY_MODULES = {
     "structret.plugin_tables": ("parse_settings",),
     "structret.search_index": ("Hit", "SearchIndex", "build_index", "index_embeddings", "load_index", "parse_fusion"),
     "structret.serving": ("serve",),
+    "structret.snippets": ("mark_terms", "query_terms", "readable"),
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 __all__ = [
     "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "NegativeFilter", "PluginWarning", "Run",
     "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_folders", "bench_recipes",
-    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "checked_once", "command_names", "default_dataset", "defaults",
+    "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "checked_once", "command_names", "create_mcp_server", "default_dataset", "defaults",
     "describe_plugin", "encode_dataset", "encoding_shard", "evaluate", "export_run", "extract_file", "filter_pairs",
     "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_command", "load_dataset",
     "load_index", "load_model", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
-    "parse_settings", "parse_splits", "plugin_of_error", "run_bench", "serve", "suite_needs_root", "train", "tune_fusion",
+    "parse_settings", "parse_splits", "plugin_of_error", "mark_terms", "query_terms", "readable", "run_bench", "run_mcp", "serve", "suite_needs_root", "train", "tune_fusion",
     "unverified", "update_index", "verify_tree",
 ]
 

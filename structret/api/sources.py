@@ -84,7 +84,8 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
             rows = Path(tmp) / f"{language}.jsonl.gz"
             mine(source, language, rows, repo=source.name, show_progress=show_progress, every_function=True,
                  workers=max(1, min(4, os.cpu_count() or 1)))
-            dataset = load_dataset(f"codesearchnet:{rows}")  # every split: a user's own code is all searchable
+            # every split: a user's own code is all searchable; each function as written, its lines the file's
+            dataset = load_dataset(f"codesearchnet:{rows}", code_field="original_string")
             result.languages[language] = len(dataset.corpus)
             for doc_id, record in dataset.corpus.items():
                 ids.append(doc_id)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from urllib.parse import urlencode
 
 from structret.records import Entity
+from structret.snippets import mark_terms, query_terms
 
 _PAGE_CSS = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #222; }
@@ -30,6 +31,10 @@ li.hit { border-top: 1px solid #ddd; padding: .6rem 0; }
 pre.code { background: #f8f8f8; padding: .6rem; overflow-x: auto; font-size: .85rem; }
 div.text { white-space: pre-wrap; }
 mark.entity { background: none; border-bottom: 2px solid #d0a000; padding: 0; }
+pre.snippet { background: #fbfbf4; padding: .6rem; overflow-x: auto; font-size: .85rem; margin-bottom: .3rem; }
+pre.snippet .ln { color: #999; display: inline-block; min-width: 3.5em; user-select: none; }
+mark.term { background: #fff0a0; padding: 0; }
+details.whole summary { cursor: pointer; color: #555; font-size: .85rem; }
 dl.aspects { display: grid; grid-template-columns: max-content 1fr; gap: .1rem 1rem; margin: .4rem 0; }
 dl.aspects dt { color: #555; } dl.aspects dd { margin: 0; }
 """
@@ -106,9 +111,21 @@ def marked(text: str, entities: Sequence[Entity], start: int = 0, end: int | Non
     return "".join(out)
 
 
-def _hit(hit: Any, language: str | None) -> str:
+def _snippet(hit: Any, terms: set[str]) -> str:
+    """The hit's lines that hold a query word (numbered by their line in the file), words marked."""
+    rows = []
+    for row in hit.snippet:
+        number = f'<span class="ln">{row["line"]}</span>' if row["line"] is not None else ""
+        line = mark_terms(row["text"], terms, lambda w: f'<mark class="term">{escape(w)}</mark>', escape)
+        rows.append(f"{number}{line}")
+    return f'<pre class="snippet">{chr(10).join(rows)}</pre>'
+
+
+def _hit(hit: Any, language: str | None, query: str = "") -> str:
+    where = escape(hit.location) if getattr(hit, "location", None) else escape(hit.id)
     head = (f'<div class="hit-head"><span class="rank">{hit.rank}.</span>'
-            f'<span class="score">{hit.score:.4f}</span><span class="hit-id">{escape(hit.id)}</span>{_sides(hit)}</div>')
+            f'<span class="score">{hit.score:.4f}</span><span title="{escape(hit.id)}" class="hit-id">{where}</span>'
+            f'{_sides(hit)}</div>')
     if hit.text is None:
         return f'<li class="hit" id="hit-{hit.rank}">{head}<p class="note">(this index keeps no texts)</p></li>'
     layout = hit.layout
@@ -121,6 +138,10 @@ def _hit(hit: Any, language: str | None) -> str:
     start, end = (body.start, body.end) if body is not None else (0, len(hit.text))
     if layout is not None and layout.kind:  # a product's description: prose, not code
         parts.append(f'<div class="text">{marked(hit.text, hit.entities, start, end)}</div>')
+    elif getattr(hit, "snippet", ()):  # a function from a source folder: the lines that match, the whole one a click away
+        parts.append(_snippet(hit, query_terms(query)))
+        parts.append(f'<details class="whole"><summary>the whole function</summary>'
+                     f'<pre class="code">{marked(hit.text, hit.entities, start, end, language)}</pre></details>')
     else:
         parts.append(f'<pre class="code">{marked(hit.text, hit.entities, start, end, language)}</pre>')
     if hit.entities_note:
@@ -147,7 +168,7 @@ def render(*, info: dict[str, Any], query: str = "", k: Any = 10, answer: Any = 
                     f'(encoding {answer.model_ms:.1f} ms, search {answer.took_ms - answer.model_ms:.1f} ms)</p>')
         body += [f'<p class="note">{escape(n)}</p>' for n in answer.notes]
         api = escape("api/search?" + urlencode({"q": answer.query, "k": answer.k}))
-        body.append(f'<ol class="hits">{"".join(_hit(h, language) for h in answer.hits)}</ol>'
+        body.append(f'<ol class="hits">{"".join(_hit(h, language, answer.query) for h in answer.hits)}</ol>'
                     f'<p class="note"><a href="{api}">these hits as JSON</a></p>')
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -28,6 +28,7 @@ from structret.models import Model, load_model, open_model
 from structret.records import Entity, Layout, Span
 from structret.search_index import SearchIndex, load_index
 from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python
+from structret.snippets import readable
 
 log = logging.getLogger("structret.serve")
 
@@ -44,6 +45,8 @@ class ShownHit:
     layout: Layout | None = None
     entities_note: str | None = None  # why entities could not be found for this hit
     sources: tuple[str, ...] = ()  # in a hybrid index: which sides listed it (dense, lexical)
+    location: str | None = None  # PATH:START-END of a function from a source folder (structret.snippets)
+    snippet: tuple[dict[str, Any], ...] = ()  # its lines holding a query word first (structret.snippets)
 
     def as_json(self) -> dict[str, Any]:
         out = {"rank": self.rank, "id": self.id, "score": self.score, "text": self.text,
@@ -51,6 +54,10 @@ class ShownHit:
                             for e in self.entities]}
         if self.sources:
             out["found_by"] = list(self.sources)
+        if self.location is not None:
+            out["location"] = self.location
+        if self.snippet:
+            out["snippet"] = list(self.snippet)
         return out
 
 
@@ -151,7 +158,7 @@ class Searcher:
         notes = []
         if mine.k < k:  # clamped in its turn, to the index it was answered from
             notes.append(f"the index holds {mine.k} documents, so all of them are ranked (k={k} asked for).")
-        hits = tuple(self._shown(rank, hit) for rank, hit in enumerate(mine.found, 1))
+        hits = tuple(self._shown(rank, hit, query) for rank, hit in enumerate(mine.found, 1))
         return Answer(query, mine.k, mine.took_ms, mine.model_ms, hits, tuple(notes), batch=mine.batch)
 
     def _identity(self) -> tuple[int, int, int] | None:
@@ -207,9 +214,11 @@ class Searcher:
         for w in batch:
             w.took_ms, w.model_ms, w.batch = (done - start) * 1000, (encoded - start) * 1000, len(batch)
 
-    def _shown(self, rank: int, hit: Any) -> ShownHit:
+    def _shown(self, rank: int, hit: Any, query: str) -> ShownHit:
+        read = readable(hit, query, rank=rank, root=(self.index.meta.get("source") or {}).get("path"))
+        location = read["location"] if read["path"] is not None else None
         if hit.text is None:
-            return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources)
+            return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources, location=location)
         layout = (self._fields(hit.text) if self._fields is not None else None) or Layout(
             "", (), Span("text", 0, len(hit.text)))
         entities: tuple[Entity, ...]
@@ -223,7 +232,8 @@ class Searcher:
             except Exception as exc:  # one text an extractor cannot read must not fail the whole answer
                 log.warning("extractor %s failed on hit %s: %s", self.marker.name, hit.id, exc)
                 note = f"the {self.marker.name} extractor could not read this text ({type(exc).__name__})"
-        return ShownHit(rank, hit.id, hit.score, hit.text, entities, layout, note, hit.sources)
+        return ShownHit(rank, hit.id, hit.score, hit.text, entities, layout, note, hit.sources, location,
+                        tuple(read["snippet"]) if location is not None else ())
 
 
 def open_searcher(index: SearchIndex | str | os.PathLike, model: Model | str | None = None, *, extractor: str | None = None,
