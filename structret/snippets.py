@@ -124,7 +124,8 @@ def readable(hit: Any, query: str, *, rank: int, root: str | None = None, lines:
         exact = where is not None and where.start is not None and where.end is not None and \
             where.end - where.start + 1 == len(hit.text.splitlines())
         shown = snippet(hit.text, query, first_line=where.start if exact and where else None, limit=lines)
+    # PATH:START-END for an index of a source folder (``root``); other indexes keep their dataset's ids
     return {"rank": rank, "score": float(hit.score), "id": hit.id,
-            "location": str(where) if where else hit.id, "path": where.path if where else None,
+            "location": str(where) if where and root else hit.id, "path": where.path if where else None,
             "start": where.start if where else None, "end": where.end if where else None,
             "sources": list(hit.sources), "snippet": shown.as_dict(), "text": hit.text}

@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from structret.artifacts import META_FILE, atomic_dir
 from structret.contracts import optional
@@ -95,10 +95,7 @@ def update_lock(path: str | os.PathLike) -> Iterator[None]:
 
 
 def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
-    from structret.indexing import IndexInputError  # numpy: kept out of import structret.api
-
-    remove_ids = optional("index", found.index, "remove")
-    if remove and remove_ids is None:
+    if remove and optional("index", found.index, "remove") is None:
         raise StructretError(
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
             f"that can (flat, hnsw, usearch; 'structret plugins --kind index'), or rebuild it without those documents."
@@ -109,27 +106,42 @@ def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, sh
         raise StructretError(f"the index at {path} is hybrid: its lexical side needs every added document's text, "
                              f"and {add} has none for some; add a FORMAT:PATH dataset, or an encode folder with "
                              f"texts.")
+    apply_update(found, path, ids, vectors, texts, remove, str(add) if add is not None else None)
+
+
+def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str], vectors: Any,
+                 texts: Sequence[str | None] | None, remove: Sequence[str], source: str | None,
+                 extra: Callable[[Path], None] | None = None) -> None:
+    """Remove ``remove``, then add ``ids`` (their ``vectors`` and ``texts``), refit the lexical side,
+    and swap the result in at ``path`` in one rename; ``extra(staged)`` writes more files into the new
+    folder before it is sealed (checksummed with the rest). The caller holds ``update_lock``."""
+    from structret.indexing import IndexInputError  # numpy: kept out of import structret.api
+
     if remove:
-        remove_ids(remove)  # checks every id first: an unknown one raises and changes nothing
+        remove_ids = optional("index", found.index, "remove")
+        assert remove_ids is not None  # the caller checked that this kind of index can remove
+        remove_ids(list(remove))  # checks every id first: an unknown one raises and changes nothing
         if found.texts is not None:
             for i in remove:
                 found.texts.pop(i, None)
     if ids:
         try:
-            found.index.add(ids, vectors)
+            found.index.add(list(ids), vectors)
         except IndexInputError as exc:
-            raise IndexInputError(f"{add}: {exc} To replace a document, also --remove its id.") from None
+            raise IndexInputError(f"{source}: {exc} To replace a document, also --remove its id.") from None
         if found.texts is not None and texts is not None:
-            found.texts.update(zip(ids, texts))
+            found.texts.update((i, t) for i, t in zip(ids, texts) if t is not None)
     if found.lexical is not None:
         # BM25's statistics (document frequencies, mean length) cover the whole corpus: refit it
         lexical = found.meta["lexical"]
         found.add_lexical(lexical["retriever"], lexical.get("fusion"), **(lexical.get("options") or {}))
         found.meta["lexical"] = {**lexical, **found.meta["lexical"]}  # what else it recorded (the tuning) stays
-    update = {"added": len(ids), "removed": len(remove), "source": str(add) if add is not None else None}
+    update = {"added": len(ids), "removed": len(remove), "source": source}
     found.meta["updates"] = [*(found.meta.get("updates") or []), update]
     with atomic_dir(path) as staged:  # the old index stays in place until the new one is whole
         found.save(staged)
+        if extra is not None:
+            extra(staged)
 
 
 def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):

@@ -51,12 +51,12 @@ from structret.mining.rules import (
     tokenize_docstring,
 )
 from structret.mining.run import MineReport, mine, parse_splits
-from structret.mining.shards import DEFAULT_CHUNK_FILES, SHARDS_SUFFIX
+from structret.mining.shards import DEFAULT_CHUNK_FILES, SHARDS_SUFFIX, Job, mine_file
 from structret.mining.sources import DEFAULT_EXCLUDE, git_head
 
 __all__ = [
     "DEFAULT_CHUNK_FILES", "DEFAULT_EXCLUDE", "RULES", "RULE_DUNDER", "RULE_DUPLICATE", "RULE_NO_DOC",
     "RULE_SHORT_CODE", "RULE_SHORT_DOC", "RULE_STANDARD", "RULE_TEST", "SHARDS_SUFFIX", "SPLIT_NAMES",
-    "MineReport", "MinedFunction", "Miner", "docstring_summary", "drop_rule", "git_head", "mine", "parse_splits",
-    "partition_of", "tokenize_docstring",
+    "Job", "MineReport", "MinedFunction", "Miner", "docstring_summary", "drop_rule", "git_head", "mine",
+    "mine_file", "parse_splits", "partition_of", "tokenize_docstring",
 ]

@@ -148,8 +148,8 @@ def mine(
     takes them all, as one's own code to search wants.
 
     ``every_function``: keep every function the miner finds, whatever CodeSearchNet's rules say
-    (tests, dunders, short or undocumented code): what an index of one's own code wants
-    (``structret index SOURCE``); its query is its docstring's summary, else its name's words.
+    (tests, dunders, short or undocumented code, copies of one another): what an index of one's own
+    code wants (``structret index SOURCE``); its query is its docstring's summary, else its name's words.
 
     ``structure_pairs``: a function without a docstring that passes the other rules becomes a
     row too, its query taken from its structure (``rules.structure_pair``: a leading comment,
@@ -209,13 +209,14 @@ def mine(
         seen_code: set[bytes] = set()
         for shard in shards:
             for entry in read_shard(job, shard, miner, report.notes):
-                _merge_file(entry, report, seen_code, sink)
+                _merge_file(entry, report, seen_code, sink, keep_duplicates=job.every_function)
     shutil.rmtree(shard_dir, ignore_errors=True)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO[str]) -> None:
+def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO[str], *,
+                keep_duplicates: bool = False) -> None:
     if "skip" in entry:
         report.skip_file(*entry["skip"])
         return
@@ -223,7 +224,8 @@ def _merge_file(entry: dict, report: MineReport, seen_code: set[bytes], sink: IO
     report.dropped.update(entry["dropped"])
     for row in entry["rows"]:
         key = hashlib.sha1(row["code"].encode("utf-8")).digest()
-        if key in seen_code:  # the first copy, in walk order, is the one kept
+        # the first copy, in walk order, is the one kept; an index of one's own code keeps every place
+        if key in seen_code and not keep_duplicates:
             report.dropped[RULE_DUPLICATE] += 1
             continue
         seen_code.add(key)

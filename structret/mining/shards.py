@@ -190,10 +190,10 @@ def mine_shard(job: Job, shard: Shard, miner: Miner) -> None:
     with atomic_writer(shard.path, compresslevel=1) as sink:  # read once, soon: speed over size
         for rel in shard.files:
             # ASCII escapes: a file name that is not UTF-8 must round-trip through the shard
-            sink.write(json.dumps(_mine_file(job, rel, miner)) + "\n")
+            sink.write(json.dumps(mine_file(job, rel, miner)) + "\n")
 
 
-def _mine_file(job: Job, rel: str, miner: Miner) -> dict:
+def mine_file(job: Job, rel: str, miner: Miner) -> dict:
     """One file's outcome: {"skip": [where, reason, detail]}, or the functions found, the
     counts dropped by each rule, and the rows kept (duplicates are decided later, in order)."""
     file = Path(job.root, rel)
