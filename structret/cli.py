@@ -439,7 +439,9 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
                                    "--tune do not go with it")
         _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
                    index_options=index_options)
-        done = api.index_source(source, out, model=_model(backbone, model, backbone_options), kind=index_name,
+        # opened only if something must be encoded: an unchanged folder is answered without torch
+        choice = api.ModelChoice(backbone, model, api.parse_options(backbone_options))
+        done = api.index_source(source, out, model=choice, kind=index_name,
                             metric=metric, lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
                             **api.parse_options(index_options))
         click.echo(f"{done.summary()}; the index is in {out}")

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from structret import defaults
@@ -257,3 +258,32 @@ def check_from_scratch(backbone: str) -> None:
             f"backbone '{backbone}' starts from pretrained weights, so there is no fresh model to create; "
             f"pass it to 'structret train' directly (new-model is for backbones such as informed-transformer)."
         )
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model as a command names it (``--backbone``, ``--model``, ``--backbone-option``), opened only
+    when something has to be encoded: a re-run that finds nothing changed never imports torch."""
+
+    backbone: str | None = None
+    model: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def open(self) -> Model:
+        return open_model(self.backbone, self.model, self.options)
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the vectors, as far as it can be read without loading: the names, the options,
+        and for a local folder (a run) its path and the size and time of its checksums (a run trained
+        again in place is another model)."""
+        found: dict[str, Any] = {"backbone": self.backbone, "model": self.model,
+                                 "options": {k: self.options[k] for k in sorted(self.options)}}
+        if self.model and Path(self.model).expanduser().exists():
+            folder = Path(self.model).expanduser().resolve()
+            found["model"] = str(folder)
+            sums = next((f for f in (folder / "final" / "checksums.json", folder / "checksums.json",
+                                     folder / "config.json") if f.is_file()), None)
+            if sums is not None:
+                info = sums.stat()
+                found["files"] = [str(sums), info.st_size, info.st_mtime_ns]
+        return found

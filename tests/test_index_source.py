@@ -59,14 +59,18 @@ def test_a_source_folder_is_indexed_and_kept_fresh(project, tmp_path, tiny_bert_
     found = run("search", idx, "debounce", "-k", "4", "--lines", "1").stdout  # a random tiny model: all four
     assert "util.js" in found and "function debounce" in found and "def test_read_config" in found
 
+    assert "built from all 2 files (no index there yet)" in first
     again = run(*args).stdout
-    assert "0 new or edited, 0 gone or edited, 4 unchanged; 0 encoded, 4 vectors reused" in again
+    # nothing changed: no file read beyond its size and time, the model never loaded
+    assert "0 new or edited, 0 gone or edited, 4 unchanged; 0 encoded, 0 vectors reused" in again
+    assert "0 of 2 files mined, 0 gone, 0 read and found unchanged" in again
 
     (project / "web" / "util.js").write_text(JAVASCRIPT + "\nfunction clampValue(value, low, high) {\n"
                                              "  return Math.min(high, Math.max(low, value));\n}\n")
     (project / "config.py").write_text(PYTHON.replace("def _tiny(x):\n    return x\n", ""))
     edited = run(*args).stdout
     assert "indexed 4 functions" in edited and "1 new or edited, 1 gone or edited, 3 unchanged; 1 encoded" in edited
+    assert "2 of 2 files mined, 0 gone" in edited
     found = run("search", idx, "clampValue", "-k", "4", "--lines", "1").stdout
     assert "function clampValue" in found and "def _tiny" not in found
 
@@ -102,3 +106,100 @@ def test_a_trained_run_fuses_as_its_recipe_says_unless_told_otherwise(project, t
     out = run("train", "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--data", f"codesearchnet:{rows}",
               "--set", "fusion=best:0.4", "--out", tmp_path / "bad", code=1).output
     assert "zscore, minmax or rrf" in out
+
+
+def _index(project, tmp_path, tiny_bert_dir, *extra):
+    return run("index", project, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", tmp_path / "idx",
+               *extra).stdout
+
+
+def _manifest(tmp_path):
+    return json.loads((tmp_path / "idx" / "source-files.json").read_text())
+
+
+def test_a_rerun_reads_only_files_whose_size_or_time_moved(project, tmp_path, tiny_bert_dir, monkeypatch):
+    import os
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    files = _manifest(tmp_path)["files"]
+    assert set(files) == {"config.py", "web/util.js"} and len(files["config.py"]["ids"]) == 3
+    assert files["config.py"]["sha256"] and files["web/util.js"]["language"] == "javascript"
+    info = (project / "config.py").stat()
+    os.utime(project / "config.py", ns=(info.st_atime_ns, info.st_mtime_ns + 5_000_000_000))  # touched
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "0 of 2 files mined, 0 gone, 1 read and found unchanged" in out and "0 encoded" in out
+
+    (project / "web" / "util.js").unlink()
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "indexed 3 functions" in out and "0 of 1 files mined, 1 gone" in out and "1 gone or edited" in out
+    assert set(_manifest(tmp_path)["files"]) == {"config.py"}
+    found = run("search", tmp_path / "idx", "debounce", "-k", "5", "--json").stdout
+    assert "util.js" not in found
+
+
+def test_a_file_that_no_longer_parses_keeps_its_functions_and_is_named(project, tmp_path, tiny_bert_dir,
+                                                                      monkeypatch):
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    (project / "config.py").write_text(PYTHON + "\ndef broken(:\n")
+    (project / "blob.py").write_bytes(b"\xff\xfe\x00binary")  # a new file that is not UTF-8
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "1 files no longer parse and keep their previous functions (config.py: syntax error at config.py:" in out
+    assert "1 files skipped (blob.py: not UTF-8" in out and "indexed 4 functions" in out
+    found = run("search", tmp_path / "idx", "read the configuration", "-k", "4", "--json").stdout
+    assert "config.py" in found  # still searchable
+    (project / "config.py").write_text(PYTHON + "\ndef fixed(x):\n    return x\n")
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "indexed 5 functions" in out and "1 new or edited" in out and "no longer parse" not in out
+
+
+def test_another_model_or_index_builds_anew_and_says_why(project, tmp_path, tiny_bert_dir, monkeypatch):
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    out = _index(project, tmp_path, tiny_bert_dir, "--index", "hnsw")
+    assert "built from all 2 files (another model, index or fusion was asked for)" in out
+    (tmp_path / "idx" / "source-files.json").write_text("{ damaged")
+    out = _index(project, tmp_path, tiny_bert_dir, "--index", "hnsw")
+    assert "built from all 2 files (the index has no manifest of its files, or a damaged one)" in out
+
+
+def test_an_interrupted_rerun_leaves_the_previous_index_whole(project, tmp_path, tiny_bert_dir, monkeypatch):
+    from structret.search_index import SearchIndex
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    before = (tmp_path / "idx" / "source-files.json").read_text()
+    (project / "web" / "util.js").write_text(JAVASCRIPT + "\nfunction clampValue(v) {\n  return v;\n}\n")
+    real = SearchIndex.save
+
+    def dies_half_way(self, path):
+        real(self, path)
+        raise KeyboardInterrupt  # after the new files are written, before the swap
+
+    monkeypatch.setattr(SearchIndex, "save", dies_half_way)
+    result = CliRunner().invoke(cli, ["index", str(project), "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
+                                      "--out", str(tmp_path / "idx")])
+    assert result.exit_code != 0
+    monkeypatch.setattr(SearchIndex, "save", real)
+    assert (tmp_path / "idx" / "source-files.json").read_text() == before  # the manifest and the index, as they were
+    found = json.loads(run("search", tmp_path / "idx", "clampValue", "-k", "4", "--json").stdout)[0]["hits"]
+    assert not any("clampValue" in h["text"] for h in found) and any("debounce" in h["text"] for h in found)
+    out = _index(project, tmp_path, tiny_bert_dir)  # the next run picks the edit up
+    assert "1 of 2 files mined" in out and "1 new or edited" in out
+
+
+def test_files_that_vanish_loop_or_hold_no_function_are_skipped(project, tmp_path, tiny_bert_dir, monkeypatch):
+    import os
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    (project / "web" / "loop").symlink_to(project, target_is_directory=True)  # a symlink loop: never followed
+    os.symlink(project / "gone.py", project / "dangling.py")  # listed, but nothing to stat
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "indexed 4 functions" in out and "built from all 2 files" in out
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    (empty / "only.py").write_text("X = 1\n")
+    out = run("index", empty, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", tmp_path / "idx2",
+              code=1).output
+    assert "found no function" in out and "Traceback" not in out

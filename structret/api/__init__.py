@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
     from structret.api.mcp import create_mcp_server, run_mcp
     from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
-    from structret.api.sources import SourceIndexResult, index_source
+    from structret.api.sources import SourceIndexResult, index_source, refresh_source
     from structret.api.tables import TableRun, bench_folders, bench_recipes, bench_suite, suite_needs_root
     from structret.api.updates import UpdateResult, update_index
     from structret.artifacts import checked_once, unverified, verify_tree
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from structret.extraction import extract_file
     from structret.keyvalue import parse_options
     from structret.linearization import linearize_file
-    from structret.models import Model, check_from_scratch, load_model, new_model, open_model
+    from structret.models import Model, ModelChoice, check_from_scratch, load_model, new_model, open_model
     from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
     from structret.negatives import NegativeFilter, mine_negatives
     from structret.plugin_tables import parse_settings
@@ -50,7 +50,7 @@ _LAZY_MODULES = {
     "structret.api.encoding": ("EncodeResult", "encode_dataset", "encoding_shard"),
     "structret.api.mcp": ("create_mcp_server", "run_mcp"),
     "structret.api.runs": ("Run", "evaluate", "list_recipes", "train", "tune_fusion"),
-    "structret.api.sources": ("SourceIndexResult", "index_source"),
+    "structret.api.sources": ("SourceIndexResult", "index_source", "refresh_source"),
     "structret.api.tables": ("TableRun", "bench_folders", "bench_recipes", "bench_suite", "suite_needs_root"),
     "structret.api.updates": ("UpdateResult", "update_index"),
     "structret.artifacts": ("checked_once", "unverified", "verify_tree"),
@@ -60,7 +60,7 @@ _LAZY_MODULES = {
     "structret.extraction": ("extract_file",),
     "structret.keyvalue": ("parse_options",),
     "structret.linearization": ("linearize_file",),
-    "structret.models": ("Model", "check_from_scratch", "load_model", "new_model", "open_model"),
+    "structret.models": ("Model", "ModelChoice", "check_from_scratch", "load_model", "new_model", "open_model"),
     "structret.mining": ("DEFAULT_EXCLUDE", "mine", "parse_splits"),
     "structret.negatives": ("NegativeFilter", "mine_negatives"),
     "structret.plugin_tables": ("parse_settings",),
@@ -71,13 +71,13 @@ _LAZY_MODULES = {
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 __all__ = [
-    "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "NegativeFilter", "PluginWarning", "Run",
+    "DEFAULT_EXCLUDE", "EncodeResult", "Hit", "KINDS", "Model", "ModelChoice", "NegativeFilter", "PluginWarning", "Run",
     "SearchIndex", "SourceIndexResult", "TableRun", "UpdateResult", "bench_folders", "bench_recipes",
     "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "checked_once", "command_names", "create_mcp_server", "default_dataset", "defaults",
     "describe_plugin", "encode_dataset", "encoding_shard", "evaluate", "export_run", "extract_file", "filter_pairs",
     "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_command", "load_dataset",
     "load_index", "load_model", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
-    "parse_settings", "parse_splits", "plugin_of_error", "mark_terms", "query_terms", "readable", "run_bench", "run_mcp", "serve", "suite_needs_root", "train", "tune_fusion",
+    "parse_settings", "parse_splits", "plugin_of_error", "mark_terms", "refresh_source", "query_terms", "readable", "run_bench", "run_mcp", "serve", "suite_needs_root", "train", "tune_fusion",
     "unverified", "update_index", "verify_tree",
 ]
 

@@ -19,8 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from structret import defaults
-from structret.api.sources import index_source
+from structret.api.sources import refresh_source
 from structret.errors import StructretError
 from structret.search_index import Hit, SearchIndex, load_index
 from structret.snippets import readable
@@ -75,18 +74,13 @@ class ProjectTools:
         if not self.root:
             raise StructretError(f"{self.index_dir} was not built from a source folder (structret index SOURCE), "
                                  f"so there is nothing to refresh from.")
-        if not Path(self.root).is_dir():
-            raise StructretError(f"the folder this index was built from, {self.root}, is gone; index the project "
-                                 f"where it is now with 'structret index PATH --out {self.index_dir}'.")
-        lexical = self.index.meta.get("lexical") or {}
-        done = index_source(self.root, self.index_dir, model=self.index.model, kind=self.index.kind or defaults.INDEX,
-                            metric=self.index.meta.get("metric", "ip"), lexical=lexical.get("retriever"),
-                            fusion=lexical.get("fusion"), show_progress=False)
+        done = refresh_source(self.index_dir, show_progress=False)
         with self._lock:
             self.index = self._load()
         return {"summary": done.summary(), "functions": done.functions, "new_or_edited": done.new,
                 "gone_or_edited": done.gone, "unchanged": done.unchanged, "encoded": done.encoded,
-                "reused": done.reused}
+                "reused": done.reused, "files_mined": done.files_mined, "files_gone": done.files_gone,
+                "failed": done.failed}
 
 
 def _under(path: str, wanted: str) -> bool:
