@@ -548,7 +548,11 @@ OPTIONAL: dict[str, dict[str, str]] = {
                   "id may be added again, with any vector. save() after remove() saves the index without them, "
                   "and a loaded index removes alike (structret index --remove needs it)",
     },
-    "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors"},
+    "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors",
+              "blank_docstrings": "blank_docstrings(source, path) -> str: the source with every mined function's "
+                                  "docstring (or doc comment) turned to spaces, line breaks kept, so the code and its "
+                                  "line numbers stay; what a whole-project benchmark searches, its docstrings the "
+                                  "queries"},
 }
 
 

@@ -101,24 +101,50 @@ class TreeSitterMiner:
             )
         return mined
 
-    def _doc_comment(self, file: _File, anchor, comments: list, comment_ends: list[int]) -> str:
-        """The cleaned doc comment right above ``anchor``, or ""."""
+    def blank_docstrings(self, source: str, path: str) -> str:
+        """``source`` with every mined function's doc comment replaced by spaces, line breaks kept: the same
+        code, the same line numbers, no description of it left."""
+        data = source.encode("utf-8")
+        try:
+            root = parse(self._parser, data).root_node
+        except ParseTimeout as exc:
+            raise SyntaxError(f"{exc} (tree-sitter-{self.language})", (path, 1, 1, "")) from None
+        file = _File(data, root)
+        comments = tree_sitter.QueryCursor(self._comments).captures(root).get("comment", [])
+        comments.sort(key=lambda n: n.start_byte)
+        comment_ends = [c.end_byte for c in comments]
+        blanked = bytearray(data)
+        for _, _, anchor, _ in self._find(file):
+            for node in self._doc_nodes(file, anchor, comments, comment_ends):
+                for i in range(node.start_byte, node.end_byte):
+                    if blanked[i] != 0x0A:
+                        blanked[i] = 0x20
+        return blanked.decode("utf-8", errors="replace")
+
+    def _doc_nodes(self, file: _File, anchor, comments: list, comment_ends: list[int]) -> list:
+        """The comment nodes of the doc comment right above ``anchor`` (in order), or []."""
         i = bisect.bisect_right(comment_ends, anchor.start_byte) - 1
         if i < 0 or not _adjacent(file.data, comments[i], anchor.start_byte):
-            return ""
+            return []
         first = file.text(comments[i])
         if self._block_doc and first.startswith(self._block_doc):
-            return _clean(first)
+            return [comments[i]]
         if not (self._line_comment and first.startswith(self._line_comment)):
-            return ""
-        run = [first]
+            return []
+        run = [comments[i]]
         while i > 0 and _adjacent(file.data, comments[i - 1], comments[i].start_byte):
-            previous = file.text(comments[i - 1])
-            if not previous.startswith(self._line_comment):
+            if not file.text(comments[i - 1]).startswith(self._line_comment):
                 break
-            run.append(previous)
+            run.append(comments[i - 1])
             i -= 1
-        lines = [line for line in reversed(run) if not _GO_DIRECTIVE.match(line)]
+        return list(reversed(run))
+
+    def _doc_comment(self, file: _File, anchor, comments: list, comment_ends: list[int]) -> str:
+        """The cleaned doc comment right above ``anchor``, or ""."""
+        nodes = self._doc_nodes(file, anchor, comments, comment_ends)
+        if len(nodes) == 1 and self._block_doc and file.text(nodes[0]).startswith(self._block_doc):
+            return _clean(file.text(nodes[0]))
+        lines = [file.text(n) for n in nodes if not _GO_DIRECTIVE.match(file.text(n))]
         return _clean("\n".join(lines))
 
     def _tokens(self, file: _File, node) -> list[str]:

@@ -74,7 +74,7 @@ class ProjectTools:
         if not self.root:
             raise StructretError(f"{self.index_dir} was not built from a source folder (structret index SOURCE), "
                                  f"so there is nothing to refresh from.")
-        done = refresh_source(self.index_dir, show_progress=False)
+        done = refresh_source(self.index_dir, show_progress=False, loaded=self.index.model)
         with self._lock:
             self.index = self._load()
         return {"summary": done.summary(), "functions": done.functions, "new_or_edited": done.new,

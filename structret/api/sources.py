@@ -81,8 +81,9 @@ class SourceIndexResult:
         if self.rebuilt:
             text += f"; built from all {self.files} files" + (f" ({self.reason})" if self.reason else "")
         else:
+            unchanged = self.files_read - self.files_mined - len(self.failed) - len(self.skipped)
             text += (f"; {self.files_mined} of {self.files} files mined, {self.files_gone} gone, "
-                     f"{self.files_read - self.files_mined} read and found unchanged")
+                     f"{unchanged} read and found unchanged")
         if self.skipped:
             text += f"; {len(self.skipped)} files skipped ({_some(self.skipped)})"
         if self.failed:
@@ -97,17 +98,18 @@ def _some(reasons: dict[str, str], shown: int = 3) -> str:
 
 def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any = defaults.BACKBONE,
                  kind: str = defaults.INDEX, metric: str = "ip", lexical: str | None = defaults.SOURCE_LEXICAL,
-                 fusion: Any = None, batch_size: int = 32, show_progress: bool = True,
+                 fusion: Any = None, batch_size: int = 32, show_progress: bool = True, loaded: Model | None = None,
                  **index_options: Any) -> SourceIndexResult:
     """Index every function under the folder ``path`` into ``out``, or bring the index there up to date
     (see the module docstring). ``model``: a ``Model``, a name or run for ``load_model``, or a
-    ``ModelChoice`` (opened only if something must be encoded)."""
+    ``ModelChoice`` (opened only if something must be encoded); ``loaded``: that model, already open
+    (a server that keeps it), used instead of opening it again."""
     source = Path(path).expanduser().resolve()
     if not source.is_dir():
         raise DataError(f"{path} is not a folder; give the root of the source tree to index.")
     out = Path(out)
     choice = model if isinstance(model, ModelChoice) else None
-    opened: list[Model] = [model] if isinstance(model, Model) else []
+    opened: list[Model] = [model] if isinstance(model, Model) else [loaded] if loaded is not None else []
 
     def the_model() -> Model:
         if not opened:
@@ -253,7 +255,6 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
     if not changed and not gone:
         return _unchanged(result, known)
 
-    model = the_model()
     rows_by_language: dict[str, list[dict[str, Any]]] = {}
     mined: dict[str, list[str]] = {}
     for rel in changed:
@@ -280,7 +281,10 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
                         "sha256": sha256(source / rel), "ids": mined[rel]}
     for rel in gone:
         entries.pop(rel, None)
+    if not mined and not gone:  # every changed file failed or holds nothing: the index stays as it is
+        return _unchanged(result, known)
 
+    model = the_model()
     add_ids: list[str] = []
     add_texts: list[str] = []
     with tempfile.TemporaryDirectory(prefix="structret-source-") as tmp:
@@ -340,9 +344,11 @@ def _unchanged(result: SourceIndexResult, known: dict[str, dict[str, Any]]) -> S
     return result
 
 
-def refresh_source(out: str | os.PathLike, *, batch_size: int = 32, show_progress: bool = True) -> SourceIndexResult:
+def refresh_source(out: str | os.PathLike, *, batch_size: int = 32, show_progress: bool = True,
+                   loaded: Model | None = None) -> SourceIndexResult:
     """``index_source`` again, on the folder the index at ``out`` records, with the model, index and fusion it
-    was built with (its manifest): what ``structret mcp``'s refresh runs."""
+    was built with (its manifest): what ``structret mcp``'s refresh runs. ``loaded``: the index's model,
+    already open (the server's), so a refresh costs what changed and no model load."""
     manifest = read_manifest(Path(out))
     if manifest is None:
         raise StructretError(f"{out} has no manifest of the files it was built from (an index of a dataset, or one "
@@ -361,7 +367,7 @@ def refresh_source(out: str | os.PathLike, *, batch_size: int = 32, show_progres
                              f"where it is now with 'structret index PATH --out {out}'.")
     return index_source(manifest["root"], out, model=model, kind=asked["kind"], metric=asked["metric"],
                         lexical=asked["lexical"], fusion=asked["fusion"], batch_size=batch_size,
-                        show_progress=show_progress, **asked["index_options"])
+                        show_progress=show_progress, loaded=loaded, **asked["index_options"])
 
 
 def _previous_texts(out: str | os.PathLike) -> dict[str, str]:

@@ -215,8 +215,10 @@ class Searcher:
             w.took_ms, w.model_ms, w.batch = (done - start) * 1000, (encoded - start) * 1000, len(batch)
 
     def _shown(self, rank: int, hit: Any, query: str) -> ShownHit:
-        read = readable(hit, query, rank=rank, root=(self.index.meta.get("source") or {}).get("path"))
-        location = read["location"] if read["path"] is not None else None
+        root = (self.index.meta.get("source") or {}).get("path")
+        read = readable(hit, query, rank=rank, root=root)
+        # only an index of a source folder has places in files; a dataset's ids stay ids, its code shown whole
+        location = read["location"] if root and read["path"] is not None else None
         if hit.text is None:
             return ShownHit(rank, hit.id, hit.score, None, sources=hit.sources, location=location)
         layout = (self._fields(hit.text) if self._fields is not None else None) or Layout(
