@@ -91,6 +91,11 @@ def train_data(args, key: str) -> str:
             "bm25neg": f"tevatron:{root}/derived/bm25neg.jsonl.gz"}[key]
 
 
+def has_train_data(args, key: str) -> bool:
+    pattern = train_data(args, key).split(":", 1)[1]
+    return any(Path(pattern).parent.glob(Path(pattern).name))
+
+
 def eval_data(args) -> str:
     return f"codesearchnet:{data_dir(args)}/ablation/*.jsonl.gz"
 
@@ -155,6 +160,13 @@ def cpu_kind() -> str:
     return "AVX2 only" if "avx2" in flags else "no AVX2"
 
 
+def device_name() -> str:
+    """Where the run trained: the GPU's name, or "cpu"."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
 def run_name(system: str, steps: int, seed: int) -> str:
     return f"{system}-{steps}-s{seed}"
 
@@ -194,7 +206,7 @@ def train_and_score(args, system: str, steps: int, seed: int) -> dict:
                   "test": on_test.rows[hybrid][column]},
         "train_seconds": round(trained, 1) if trained > 5 else None,  # None: trained in an earlier call
         "pairs_per_s": round(statistics.median(rates), 2) if rates else None,
-        "bf16": bf16_training(settings["dtype"]), "cpu": cpu_kind(),
+        "bf16": bf16_training(settings["dtype"]), "cpu": cpu_kind(), "device": device_name(),
         "torch_threads": __import__("torch").get_num_threads(),
         "scored": time.strftime("%Y-%m-%d %H:%M"),
     }
@@ -217,7 +229,7 @@ def zero_shot(args) -> dict:
             "dense": {"valid": on_valid.rows["minilm"][column], "test": on_test.rows["minilm"][column]},
             "fused": {"fusion": tuning["fusion"], "valid": tuning["scores"][tuning["fusion"]],
                       "test": on_test.rows["bm25-fields+minilm"][column]},
-            "cpu": cpu_kind(), "scored": time.strftime("%Y-%m-%d %H:%M")}
+            "cpu": cpu_kind(), "device": device_name(), "scored": time.strftime("%Y-%m-%d %H:%M")}
 
 
 def records(out: Path) -> list[dict]:
@@ -352,6 +364,10 @@ def main() -> None:
     parser.add_argument("--plan", action="store_true", help="run: every run the plan still needs, in order")
     parser.add_argument("--figure-out", default="docs/img/learning-curves.png")
     parser.add_argument("--commit", action="store_true", help="run: git-commit each record as it lands")
+    parser.add_argument("--jobs", type=int, default=1, help="run: this many runs at once (a GPU holds several)")
+    parser.add_argument("--threads", type=int, default=2, help="run --jobs: CPU threads per run")
+    parser.add_argument("--data-wait", type=int, default=900,
+                        help="run --jobs: seconds to wait for `prepare` (run beside it) to write a run's training file")
     args = parser.parse_args()
     out = Path(args.out)
     if args.command == "prepare":
@@ -367,6 +383,8 @@ def main() -> None:
     if not (out / "zero-shot.json").is_file():
         path = save(out, zero_shot(args))
         print(f"wrote {path}", file=sys.stderr)
+    if args.jobs > 1:
+        return run_in_parallel(args, out)
     while True:
         todo = plan(records(out)) if args.plan else [
             (s, n, seed) for s in args.systems for n in args.steps for seed in args.seeds
@@ -381,6 +399,60 @@ def main() -> None:
               file=sys.stderr, flush=True)
         if args.commit:
             commit(path)
+
+
+def run_in_parallel(args, out: Path) -> None:
+    """``--jobs N``: N runs at once, each its own process (one GPU holds many MiniLM runs; each process
+    gets ``--threads`` CPU threads). The plan is read again whenever a run ends, so runs that wait on
+    others' scores (the extra seeds) start as soon as those are in. 240-step runs go first, since
+    the extra seeds at 960 wait on them, then the longest."""
+    passed = ["--out", str(out), "--runs", args.runs] + (["--data-dir", args.data_dir] if args.data_dir else [])
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    logs = Path(args.runs) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    running: dict[tuple[str, int, int], subprocess.Popen] = {}
+    failed: set[tuple[str, int, int]] = set()
+    idle_since = time.monotonic()
+    while True:
+        done = records(out)
+        todo = plan(done) if args.plan else [
+            (s, n, seed) for s in args.systems for n in args.steps for seed in args.seeds
+            if not (out / f"{run_name(s, n, seed)}.json").is_file()]
+        todo = sorted((t for t in todo if t not in running and t not in failed), key=lambda t: (t[1] != 240, -t[1]))
+        waiting = [t for t in todo if not has_train_data(args, SYSTEMS[t[0]].train)]
+        todo = [t for t in todo if t not in waiting]  # `prepare` may still be writing their files
+        if waiting and not todo and not running:
+            if time.monotonic() - idle_since > args.data_wait:
+                raise SystemExit("no training data for " + ", ".join(run_name(*t) for t in waiting) +
+                                 f" after {args.data_wait} s; run `learning_curves.py prepare` first")
+            time.sleep(5)
+            continue
+        idle_since = time.monotonic()
+        while todo and len(running) < args.jobs:
+            item = todo.pop(0)
+            system, steps, seed = item
+            log = open(logs / f"{run_name(*item)}.log", "a")
+            print(f"== starting {run_name(*item)} ({len(running) + 1} running)", file=sys.stderr, flush=True)
+            running[item] = subprocess.Popen(
+                [sys.executable, __file__, "run", "--systems", system, "--steps", str(steps), "--seeds", str(seed),
+                 *passed], stdout=log, stderr=subprocess.STDOUT, env=env)
+        if not running:
+            break
+        time.sleep(2)
+        for item, proc in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[item]
+            if proc.returncode != 0:
+                failed.add(item)
+                print(f"!! {run_name(*item)} failed (exit {proc.returncode}); see {logs / run_name(*item)}.log",
+                      file=sys.stderr, flush=True)
+            else:
+                print(f"== {run_name(*item)} scored", file=sys.stderr, flush=True)
+                if args.commit:
+                    commit(out / f"{run_name(*item)}.json")
+    if failed:
+        raise SystemExit(f"{len(failed)} runs failed: " + ", ".join(run_name(*f) for f in sorted(failed)))
 
 
 def commit(path: Path) -> None:

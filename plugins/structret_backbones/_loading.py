@@ -348,7 +348,8 @@ class TransformerBackbone:
         # but a head for training must be loaded from the same files
         self.source = self.name
         self.trust_remote_code = options.trust_remote_code
-        self.device = torch.device(options.device)
+        self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if options.device == "auto"
+                                   else options.device)
         self.model.to(self.device)
         self.normalize = options.normalize
         # "auto" is resolved on first use (the dtype property): the probe times this very model,

@@ -20,8 +20,9 @@ class Encoder(Options):
     """Text put before every query (e.g. "query: " for E5-style models)."""
     document_prefix: str = ""
     """Text put before every document."""
-    device: str = "cpu"
-    """torch device to encode on: cpu, cuda, cuda:1 ..."""
+    device: str = "auto"
+    """torch device to encode on: cpu, cuda, cuda:1 ...; auto = the first CUDA GPU where torch sees
+    one, else cpu (training places the model where its accelerator says)."""
     dtype: Literal["auto", "fp32", "float32", "bf16", "bfloat16", "bf16-weights"] | None = "auto"
     """Encoding precision: fp32, bf16 (autocast) or bf16-weights (a bfloat16 copy of the weights);
     auto = the fastest of them on this CPU and model whose vectors stay within cosine 0.999 of fp32's."""
