@@ -27,12 +27,14 @@ class Model:
     float32 matrix ``[n, dim]``, a single string (or record) a vector ``[dim]``.
     """
 
-    def __init__(self, backbone: Backbone, *, backbone_name: str, model: str | None = None,
+    def __init__(self, backbone: Backbone, *, backbone_name: str, model: str | os.PathLike | None = None,
                  options: dict[str, Any] | None = None, text_format: Any = None, recipe: dict | None = None,
                  entities: dict[str, str] | None = None):
         self.backbone = backbone  # the plugin object
         self.backbone_name = backbone_name  # the registered name: minilm, hf-encoder, t5, ...
-        self.model = model  # the weights given instead of the backbone's default (a path or hub id), or None
+        # the weights given instead of the backbone's default (a path or hub id), or None; a path as text,
+        # since it is written to every index's structret.json
+        self.model = os.fspath(model) if model is not None else None
         self.options = dict(options or {})  # what went to the backbone factory besides model=
         self.text_format = text_format if text_format is not None else TextFormat()
         # the resolved recipe of the 'structret train' run the weights come from ({} otherwise)

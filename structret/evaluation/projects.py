@@ -1,0 +1,238 @@
+"""A whole project as the corpus: does a search find the function a person describes? (issue 39)
+
+CodeSearchNet-style pools hold documented functions of many projects; a user searches one
+project, every function of it (tests, private helpers, undocumented code), and reads a file and
+a line. So, for one project folder:
+
+1. ``prepare_project``: every file a miner reads is copied with its functions' docstrings blanked
+   by the miner's ``blank_docstrings`` (the text turned to spaces, line breaks kept: each
+   function keeps its lines, so a hit's ``path:start-end`` is checkable). The queries are those
+   docstrings' first paragraphs, 4 to 60 words; a text that describes more than one function is
+   dropped (it has no single answer), as is a function whose docstring the blanking could not
+   take out; a first paragraph that opens with the function's name (Go's convention) starts
+   after it. Each query's answer is its function, named by file and last line (a doc comment
+   above a function may or may not count among its lines; its last line does not move).
+2. ``score_project``: the copy is indexed by ``index_source``, what ``structret index`` runs, and
+   every query searched with both sides' top ``depth`` lists kept, so each fusion (dense alone is
+   weight 0, lexical alone weight 1) is scored from one index: MRR@10, NDCG@10, recall@1 and @10.
+
+``benchmarks/project_search.py`` runs it over the validation and test projects of the six-language
+corpus and prints the tables of docs/results.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from structret.contracts import optional
+from structret.errors import DataError
+from structret.registry import get_registry
+from structret.source_files import rel_of, scan
+
+QUERIES = "queries.jsonl"
+SUMMARY = "project.json"
+MIN_WORDS, MAX_WORDS = 4, 60
+CUTOFF = 10  # MRR@10, NDCG@10, recall@10
+_LINES = re.compile(r"#L(\d+)-L(\d+)$")
+
+
+@dataclass
+class PreparedProject:
+    """What ``prepare_project`` wrote, and what it left out and why (counted, never silent)."""
+
+    name: str
+    source: str
+    files: int = 0
+    functions: int = 0  # functions the miners find in the copy: the corpus searched
+    queries: int = 0
+    languages: dict[str, int] = field(default_factory=dict)  # queries per language
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> queries left out
+    skipped_files: dict[str, str] = field(default_factory=dict)  # file -> why it was copied unblanked or not at all
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+
+def first_paragraph(docstring: str) -> str:
+    """The docstring's summary: its text up to the first blank line, on one line."""
+    paragraph = re.split(r"\n\s*\n", docstring.strip(), maxsplit=1)[0]
+    return " ".join(paragraph.split())
+
+
+def without_name(text: str, func_name: str) -> str:
+    """Go's and Java's convention opens a doc comment with the function's name ("Dial connects to ..."):
+    a person searching does not know the name, so the query starts after it."""
+    name = func_name.rsplit(".", 1)[-1]
+    first, _, rest = text.partition(" ")
+    if name and first.strip("`'\"*:,") == name and rest:
+        return rest
+    return text
+
+
+def _lines(doc_id: str) -> tuple[int, int] | None:
+    found = _LINES.search(doc_id)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _mined(folder: Path, language: str, every_function: bool, tmp: Path) -> list[dict[str, Any]]:
+    from structret.mining import mine
+
+    out = tmp / f"{language}-{int(every_function)}.jsonl"
+    mine(folder, language, out, repo=folder.name, show_progress=False, every_function=every_function)
+    with open(out, encoding="utf-8") as rows:
+        return [json.loads(line) for line in rows if line.strip()]
+
+
+def prepare_project(source: str | Path, out: str | Path, *, name: str | None = None) -> PreparedProject:
+    """Write ``out/src`` (the project, docstrings blanked), ``out/queries.jsonl`` and ``out/project.json``."""
+    source, out = Path(source).resolve(), Path(out)
+    if not source.is_dir():
+        raise DataError(f"{source} is not a folder; give the root of a project's source tree.")
+    registry = get_registry()
+    files = scan(source)
+    result = PreparedProject(name or source.name, str(source), files=len(files))
+    copy = out / "src"
+    blankers = {}
+    for language in sorted({language for language, _, _ in files.values()}):
+        blankers[language] = optional("miner", registry.create("miner", language), "blank_docstrings")
+    for rel, (language, _, _) in sorted(files.items()):
+        target = copy / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            text = (source / rel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            result.skipped_files[rel] = f"not read ({type(exc).__name__})"
+            continue
+        blank = blankers[language]
+        if blank is None:
+            result.skipped_files[rel] = f"the {language} miner cannot blank docstrings"
+            continue
+        try:
+            text = blank(text, rel)
+        except Exception as exc:  # a file the parser rejects holds no mined function either: copied as it is
+            result.skipped_files[rel] = f"copied unblanked ({type(exc).__name__})"
+        target.write_text(text, encoding="utf-8")
+
+    queries: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="structret-project-") as tmp:
+        for language in blankers:
+            if blankers[language] is None:
+                continue
+            # the answer's function as the copy has it (every function: what index_source indexes)
+            in_copy = {}
+            for row in _mined(copy, language, True, Path(tmp)):
+                rel, lines = rel_of(row["url"], copy.resolve()), _lines(row["url"])
+                if rel is not None and lines is not None:
+                    in_copy[(rel, lines[1])] = row
+            result.functions += len(in_copy)
+            for row in _mined(source, language, False, Path(tmp)):
+                rel, lines = rel_of(row["url"], source), _lines(row["url"])
+                text = without_name(first_paragraph(row.get("docstring") or ""), row.get("func_name") or "")
+                words = len(text.split())
+                if rel is None or lines is None:
+                    result.drop("no file and lines in its id")
+                elif not MIN_WORDS <= words <= MAX_WORDS:
+                    result.drop(f"first paragraph not {MIN_WORDS}-{MAX_WORDS} words")
+                elif (rel, lines[1]) not in in_copy:
+                    result.drop("function not found in the blanked copy")
+                elif (in_copy[(rel, lines[1])].get("docstring") or "").strip():
+                    result.drop("docstring not blanked")
+                else:
+                    copied = _lines(in_copy[(rel, lines[1])]["url"])
+                    assert copied is not None  # in_copy keeps rows with lines only
+                    queries.append({"query": text, "path": rel, "start": copied[0], "end": copied[1],
+                                    "language": language})
+    texts: dict[str, int] = {}
+    for q in queries:
+        key = q["query"].lower()
+        texts[key] = texts.get(key, 0) + 1
+    kept = [q for q in queries if texts[q["query"].lower()] == 1]
+    result.drop("ambiguous: the same text describes several functions", len(queries) - len(kept))
+    for q in kept:
+        result.languages[q["language"]] = result.languages.get(q["language"], 0) + 1
+    result.queries = len(kept)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / QUERIES, "w", encoding="utf-8") as fh:
+        for q in kept:
+            fh.write(json.dumps(q) + "\n")
+    (out / SUMMARY).write_text(json.dumps(asdict(result), indent=1) + "\n")
+    return result
+
+
+def read_queries(prepared: str | Path) -> list[dict[str, Any]]:
+    path = Path(prepared) / QUERIES
+    if not path.is_file():
+        raise DataError(f"{path} does not exist; prepare the project first (prepare_project).")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass
+class Candidates:
+    """Both sides' top lists for every query of one project, from one index: any fusion is scored from them."""
+
+    project: str
+    answers: list[tuple[str, int]]  # (path, last line) per query
+    dense: list[tuple[list[str], Any]]  # per query: (ids, scores)
+    lexical: list[tuple[list[str], Any]]
+    where: dict[str, tuple[str, int]]  # doc id -> (path, last line)
+    functions: int = 0
+
+    def ranks(self, fusion: Any) -> list[int | None]:
+        """The answer's rank (1-based) under ``fusion`` within the fused top CUTOFF, None beyond."""
+        from structret.fusion import fuse_lists, parse
+
+        fusion = parse(fusion)
+        ranks: list[int | None] = []
+        for answer, dense, lexical in zip(self.answers, self.dense, self.lexical):
+            hits = fuse_lists(lexical, dense, fusion, CUTOFF)
+            found = next((n for n, h in enumerate(hits, 1) if self.where.get(h.doc) == answer), None)
+            ranks.append(found)
+        return ranks
+
+
+def metrics(ranks: Sequence[int | None]) -> dict[str, float]:
+    """MRR@10, NDCG@10 (one relevant function), recall@1 and @10 of the answers' ranks."""
+    n = len(ranks)
+    if n == 0:
+        raise DataError("no queries to score")
+    found = [r for r in ranks if r is not None and r <= CUTOFF]
+    return {"MRR@10": sum(1 / r for r in found) / n, "NDCG@10": sum(1 / math.log2(r + 1) for r in found) / n,
+            "R@1": sum(r == 1 for r in found) / n, "R@10": len(found) / n}
+
+
+def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexical: str, depth: int = 1000,
+               show_progress: bool = False) -> Candidates:
+    """Index ``prepared/src`` with ``index_source`` (``model``, ``lexical``) into ``index_dir`` and keep each
+    query's dense and lexical top ``depth``."""
+    from structret.api.sources import index_source
+    from structret.search_index import load_index
+
+    prepared = Path(prepared)
+    queries = read_queries(prepared)
+    copy = (prepared / "src").resolve()
+    built = index_source(copy, index_dir, model=model, lexical=lexical, show_progress=show_progress)
+    index = load_index(index_dir)
+    if not isinstance(model, str):
+        index.use(model)
+    if index.lexical is None:
+        raise DataError("scoring fusions needs an index with a lexical side; pass lexical=")
+    where = {}
+    for doc_id in index.lexical_ids:
+        rel, lines = rel_of(doc_id, copy), _lines(doc_id)
+        if rel is not None and lines is not None:
+            where[doc_id] = (rel, lines[1])
+    texts = [q["query"] for q in queries]
+    vectors = index.model.encode_query(texts)
+    deep = min(depth, len(index))
+    dense_scores, dense_ids = index.index.search(vectors, deep)
+    lexical_scores, positions = index.lexical.search(texts, min(depth, len(index.lexical_ids)))
+    return Candidates(prepared.name, [(q["path"], q["end"]) for q in queries],
+                      [([str(i) for i in ids], scores) for scores, ids in zip(dense_scores, dense_ids)],
+                      [([index.lexical_ids[p] for p in pos], scores) for scores, pos in zip(lexical_scores, positions)],
+                      where, built.functions)
