@@ -2,7 +2,7 @@
 
 Each project is a source package the corpus keeps out of training (benchmarks/data/code_sources.toml,
 its ``valid`` and ``test`` packages; none in ../shared/RESERVED-SOURCES.md, which code_corpus.py
-checks), prepared by ``structret.evaluation.projects``: docstrings blanked with line numbers kept,
+checks), prepared by ``structret.api.projects``: docstrings blanked with line numbers kept,
 their first paragraphs the queries, the answer a file and a line. Each project is indexed by
 ``index_source`` (what ``structret index`` runs) with MiniLM and ``bm25-fields``, and these systems
 are scored from that one index:
@@ -10,7 +10,10 @@ are scored from that one index:
 - ``bm25-fields``: the lexical side alone (fusion weight 1);
 - ``minilm``: the dense side alone (weight 0);
 - ``default``: ``structret index``'s fusion today (zscore, lexical weight 0.3);
-- ``tuned``: the fusion (method and weight) with the best macro MRR@10 over the validation projects.
+- ``tuned``: the fusion (method and weight) with the best macro MRR@10 over the validation projects;
+- ``tuned+coherence``, ``tuned+prior``, ``tuned+both``: that fusion with the query-time structure
+  levers of ``structret.api.projects`` (a file-coherence boost, a call-graph prior), each
+  strength chosen on the validation projects from STRENGTHS (0 if nothing pays).
 
 Choices read the validation projects only; the test projects are scored once, with what was chosen. ::
 
@@ -37,6 +40,7 @@ sys.path.insert(0, str(HERE / "data"))
 OUT = HERE / "results" / "project-search.json"
 SYSTEMS = {"bm25-fields": "zscore:1.0", "minilm": "zscore:0.0", "default": "zscore:0.3"}
 SPLITS = ("valid", "test")
+STRENGTHS = (0.0, 0.05, 0.1, 0.2)  # what the structure levers' strengths are chosen from
 
 
 def data_dir(args) -> Path:
@@ -62,7 +66,7 @@ def prepared_dir(args, split: str, language: str, folder: Path) -> Path:
 
 
 def prepare(args) -> None:
-    from structret.evaluation.projects import SUMMARY, prepare_project
+    from structret.api.projects import SUMMARY, prepare_project
 
     for split in SPLITS:
         for language, folder in projects(args, split):
@@ -81,7 +85,7 @@ def macro(scores: list[dict[str, float]], metric: str) -> float:
 
 
 def run(args) -> None:
-    from structret.evaluation.projects import candidates, metrics
+    from structret.api.projects import candidates, metrics
     from structret.fusion import grid
     from structret.models import load_model
 
@@ -100,15 +104,32 @@ def run(args) -> None:
     # the fusion chosen on the validation projects: macro MRR@10, ties to the smaller lexical weight
     tried = {f.spec: macro([metrics(c.ranks(f)) for _, c in found["valid"]], "MRR@10") for f in grid()}
     tuned = max(tried, key=lambda spec: (tried[spec], -float(spec.split(":")[1].split(",")[0])))
-    systems = {**SYSTEMS, "tuned": tuned}
+    # then each structure lever's strength with that fusion, and both together, on validation too
+    levers = {}
+    for coherence in STRENGTHS:
+        for prior in STRENGTHS:
+            levers[f"{coherence},{prior}"] = macro(
+                [metrics(c.ranks(tuned, coherence=coherence, prior=prior)) for _, c in found["valid"]], "MRR@10")
+    best = {"coherence": max(STRENGTHS, key=lambda a: (levers[f"{a},{0.0}"], -a)),
+            "prior": max(STRENGTHS, key=lambda b: (levers[f"{0.0},{b}"], -b))}
+    both = max(levers, key=lambda key: (levers[key], -sum(map(float, key.split(",")))))
+    systems = {name: {"fusion": spec} for name, spec in SYSTEMS.items()}
+    systems["tuned"] = {"fusion": tuned}
+    systems["tuned+coherence"] = {"fusion": tuned, "coherence": best["coherence"]}
+    systems["tuned+prior"] = {"fusion": tuned, "prior": best["prior"]}
+    coherence, prior = map(float, both.split(","))
+    systems["tuned+both"] = {"fusion": tuned, "coherence": coherence, "prior": prior}
     record = {"model": "sentence-transformers/all-MiniLM-L6-v2", "lexical": "bm25-fields", "systems": systems,
-              "tuning": {"metric": "macro MRR@10 over the validation projects", "tried": tried, "chosen": tuned},
+              "tuning": {"metric": "macro MRR@10 over the validation projects", "fusions": tried, "chosen": tuned,
+                         "levers (coherence,prior) with the chosen fusion": levers},
               "splits": {}}
     for split in SPLITS:
         rows = {}
         for language, got in found[split]:
             rows[got.project] = {"language": language, "queries": len(got.answers), "functions": got.functions,
-                                 **{name: metrics(got.ranks(spec)) for name, spec in systems.items()}}
+                                 **{name: metrics(got.ranks(spec["fusion"], coherence=spec.get("coherence", 0.0),
+                                                            prior=spec.get("prior", 0.0)))
+                                    for name, spec in systems.items()}}
         record["splits"][split] = rows
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(record, indent=1) + "\n")
@@ -118,22 +139,23 @@ def run(args) -> None:
 
 def table(record: dict) -> None:
     names = list(record["systems"])
+    metric_names = ("MRR@10", "NDCG@10", "R@1", "R@10")
     for split, rows in record["splits"].items():
-        print(f"\n**{split} projects: MRR@10 / NDCG@10 / R@1 / R@10, ×100** "
-              f"(tuned = {record['systems']['tuned']}, chosen on validation)\n")
+        print(f"\n**{split} projects, MRR@10 ×100 per project**; chosen on validation: "
+              + "; ".join(f"{n} = " + ", ".join(f"{k} {v}" for k, v in spec.items())
+                          for n, spec in record["systems"].items() if n.startswith("tuned")) + "\n")
         print("| project | queries | functions | " + " | ".join(names) + " |")
-        print("|---|---:|---:|" + "---|" * len(names))
-
-        def cell(scores: dict) -> str:
-            return " / ".join(f"{100 * scores[m]:.1f}" for m in ("MRR@10", "NDCG@10", "R@1", "R@10"))
-
+        print("|---|---:|---:|" + "---:|" * len(names))
         for project, row in rows.items():
             print(f"| {project} | {row['queries']} | {row['functions']} | " +
-                  " | ".join(cell(row[n]) for n in names) + " |")
-        averaged = {n: {m: macro([row[n] for row in rows.values()], m) for m in ("MRR@10", "NDCG@10", "R@1", "R@10")}
-                    for n in names}
-        print(f"| **macro ({len(rows)} projects)** | {sum(r['queries'] for r in rows.values())} | "
-              f"{sum(r['functions'] for r in rows.values())} | " + " | ".join(cell(averaged[n]) for n in names) + " |")
+                  " | ".join(f"{100 * row[n]['MRR@10']:.1f}" for n in names) + " |")
+        print(f"\n**{split}: macro over {len(rows)} projects ({sum(r['queries'] for r in rows.values())} queries), "
+              f"×100**\n")
+        print("| system | " + " | ".join(metric_names) + " |")
+        print("|---|" + "---:|" * len(metric_names))
+        for n in names:
+            print(f"| {n} | " + " | ".join(f"{100 * macro([row[n] for row in rows.values()], m):.1f}"
+                                         for m in metric_names) + " |")
 
 
 def main() -> None:

@@ -526,6 +526,8 @@ OPTIONAL: dict[str, dict[str, str]] = {
     "retriever": {
         "settings": "settings() -> str: what changes its numbers, for a results table's notes",
         "format_document": "format_document(record) -> str: how it reads a record (default: record.text())",
+        "split": "split(text) -> dict: one function's fields, at least 'name' and 'calls' (the names it calls, "
+                 "space separated): what a whole-project benchmark reads its call graph from",
         "format_query": "format_query(query) -> str: how it reads a query (default: query.text)",
         "search": "search(queries, k) -> (scores [nq, k'], document positions [nq, k']), best first: the top k "
                   "of each query; a retriever with search, save and load can be an index's lexical side",

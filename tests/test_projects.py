@@ -1,4 +1,4 @@
-"""The whole-project benchmark (structret.evaluation.projects): docstrings blanked with their lines
+"""The whole-project benchmark (structret.api.projects): docstrings blanked with their lines
 kept, their summaries the queries, each answer a file and a last line, every fusion scored from one index."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
-from structret.evaluation.projects import (CUTOFF, first_paragraph, metrics, prepare_project, read_queries,
+from structret.api.projects import (CUTOFF, first_paragraph, metrics, prepare_project, read_queries,
                                            without_name)
 
 PYTHON = '''import json
@@ -112,7 +112,7 @@ def test_metrics_of_ranks():
 
 
 def test_every_fusion_is_scored_from_one_index(project, tmp_path, tiny_bert_dir, fresh_registry):
-    from structret.evaluation.projects import candidates
+    from structret.api.projects import candidates
     from structret.models import load_model
 
     out = tmp_path / "prepared"
@@ -126,3 +126,31 @@ def test_every_fusion_is_scored_from_one_index(project, tmp_path, tiny_bert_dir,
     dense = got.ranks("zscore:0.0")
     assert all(r is None or 1 <= r <= CUTOFF for r in dense)
     assert got.ranks("rrf:0.5") is not None
+
+
+def test_the_call_graph_prior_counts_callers_by_name():
+    from structret.api.projects import call_graph_prior
+    from structret_lexical.fields import split_fields
+
+    prior = call_graph_prior({"a": "def a(x):\n    return b(x) + c(x)\n", "b": "def b(y):\n    return c(y)\n",
+                              "c": "def c(z):\n    return c(z - 1) if z else 0\n"}, split_fields)
+    # c is called by a and b (its call to itself does not count), b by a only, a by nobody
+    assert prior["c"] == 1.0 and 0 < prior["b"] < 1 and "a" not in prior
+
+
+def test_the_structure_levers_reorder_the_fused_hits():
+    import numpy as np
+
+    from structret.api.projects import Candidates
+
+    docs = ["x1", "y1", "y2", "z1"]
+    where = {"x1": ("x.py", 1), "y1": ("y.py", 1), "y2": ("y.py", 9), "z1": ("z.py", 1)}
+    # both sides agree: x1 > y1 > y2 > z1, close scores; the answer is y1
+    scores = np.array([1.0, 0.95, 0.9, 0.1])
+    got = Candidates("p", [("y.py", 1)], [(docs, scores)], [(docs, scores)], where, 4, prior={"y1": 1.0})
+    assert got.ranks("zscore:0.3") == [2]
+    # y1's file holds y2, also near the top: coherence lifts y1 over x1, whose file holds nothing else
+    assert got.ranks("zscore:0.3", coherence=0.5) == [1]
+    # y1 is called from everywhere: the prior lifts it too
+    assert got.ranks("zscore:0.3", prior=0.2) == [1]
+    assert got.ranks("zscore:0.3", coherence=0.0, prior=0.0) == [2]

@@ -114,6 +114,11 @@ class FieldBM25Retriever:
     def _weight(self, field: str) -> float:
         return self.weights.get(field, 0.0)
 
+    @staticmethod
+    def split(text: str) -> dict[str, str]:
+        """One function's fields (``split_fields``): what a call graph is read from (its name, its calls)."""
+        return split_fields(text)
+
     def _field_texts(self, docs: list[str]) -> dict[str, list[str]]:
         """Each field's text of every document, by field name."""
         split = [split_fields(doc) for doc in docs]

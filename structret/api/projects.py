@@ -12,9 +12,11 @@ a line. So, for one project folder:
    take out; a first paragraph that opens with the function's name (Go's convention) starts
    after it. Each query's answer is its function, named by file and last line (a doc comment
    above a function may or may not count among its lines; its last line does not move).
-2. ``score_project``: the copy is indexed by ``index_source``, what ``structret index`` runs, and
+2. ``candidates``: the copy is indexed by ``index_source``, what ``structret index`` runs, and
    every query searched with both sides' top ``depth`` lists kept, so each fusion (dense alone is
-   weight 0, lexical alone weight 1) is scored from one index: MRR@10, NDCG@10, recall@1 and @10.
+   weight 0, lexical alone weight 1) is scored from one index: MRR@10, NDCG@10, recall@1 and @10,
+   with or without two query-time structure levers measured here before any search uses them
+   (a file-coherence boost and a call-graph prior, ``Candidates.ranks``).
 
 ``benchmarks/project_search.py`` runs it over the validation and test projects of the six-language
 corpus and prints the tables of docs/results.md.
@@ -28,11 +30,14 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from structret.api.sources import index_source
 from structret.contracts import optional
 from structret.errors import DataError
+from structret.mining import mine
 from structret.registry import get_registry
+from structret.search_index import load_index
 from structret.source_files import rel_of, scan
 
 QUERIES = "queries.jsonl"
@@ -81,8 +86,6 @@ def _lines(doc_id: str) -> tuple[int, int] | None:
 
 
 def _mined(folder: Path, language: str, every_function: bool, tmp: Path) -> list[dict[str, Any]]:
-    from structret.mining import mine
-
     out = tmp / f"{language}-{int(every_function)}.jsonl"
     mine(folder, language, out, repo=folder.name, show_progress=False, every_function=every_function)
     with open(out, encoding="utf-8") as rows:
@@ -125,28 +128,28 @@ def prepare_project(source: str | Path, out: str | Path, *, name: str | None = N
             if blankers[language] is None:
                 continue
             # the answer's function as the copy has it (every function: what index_source indexes)
-            in_copy = {}
+            in_copy: dict[tuple[str, int], dict[str, Any]] = {}
             for row in _mined(copy, language, True, Path(tmp)):
-                rel, lines = rel_of(row["url"], copy.resolve()), _lines(row["url"])
-                if rel is not None and lines is not None:
-                    in_copy[(rel, lines[1])] = row
+                name, lines = rel_of(row["url"], copy.resolve()), _lines(row["url"])
+                if name is not None and lines is not None:
+                    in_copy[(name, lines[1])] = row
             result.functions += len(in_copy)
             for row in _mined(source, language, False, Path(tmp)):
-                rel, lines = rel_of(row["url"], source), _lines(row["url"])
+                name, lines = rel_of(row["url"], source), _lines(row["url"])
                 text = without_name(first_paragraph(row.get("docstring") or ""), row.get("func_name") or "")
                 words = len(text.split())
-                if rel is None or lines is None:
+                if name is None or lines is None:
                     result.drop("no file and lines in its id")
                 elif not MIN_WORDS <= words <= MAX_WORDS:
                     result.drop(f"first paragraph not {MIN_WORDS}-{MAX_WORDS} words")
-                elif (rel, lines[1]) not in in_copy:
+                elif (name, lines[1]) not in in_copy:
                     result.drop("function not found in the blanked copy")
-                elif (in_copy[(rel, lines[1])].get("docstring") or "").strip():
+                elif (in_copy[(name, lines[1])].get("docstring") or "").strip():
                     result.drop("docstring not blanked")
                 else:
-                    copied = _lines(in_copy[(rel, lines[1])]["url"])
+                    copied = _lines(in_copy[(name, lines[1])]["url"])
                     assert copied is not None  # in_copy keeps rows with lines only
-                    queries.append({"query": text, "path": rel, "start": copied[0], "end": copied[1],
+                    queries.append({"query": text, "path": name, "start": copied[0], "end": copied[1],
                                     "language": language})
     texts: dict[str, int] = {}
     for q in queries:
@@ -172,9 +175,13 @@ def read_queries(prepared: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+RERANK_DEPTH = 100  # the fused hits the structure levers re-order
+
+
 @dataclass
 class Candidates:
-    """Both sides' top lists for every query of one project, from one index: any fusion is scored from them."""
+    """Both sides' top lists for every query of one project, from one index: any fusion is scored from them,
+    with or without the query-time structure levers (``ranks``)."""
 
     project: str
     answers: list[tuple[str, int]]  # (path, last line) per query
@@ -182,18 +189,68 @@ class Candidates:
     lexical: list[tuple[list[str], Any]]
     where: dict[str, tuple[str, int]]  # doc id -> (path, last line)
     functions: int = 0
+    prior: dict[str, float] = field(default_factory=dict)  # doc id -> call-graph prior in [0, 1]
 
-    def ranks(self, fusion: Any) -> list[int | None]:
-        """The answer's rank (1-based) under ``fusion`` within the fused top CUTOFF, None beyond."""
-        from structret.fusion import fuse_lists, parse
+    def ranks(self, fusion: Any, *, coherence: float = 0.0, prior: float = 0.0) -> list[int | None]:
+        """The answer's rank (1-based) under ``fusion`` within the top CUTOFF, None beyond.
+
+        ``coherence`` and ``prior`` re-order the fused top RERANK_DEPTH, their scores first mapped onto
+        [0, 1] within the query (so the strengths mean the same for every fusion method): a hit gains
+        ``coherence`` times the best score among the other hits of its file (semble's file coherence:
+        a file that answers the query lends weight to its functions), and ``prior`` times its
+        call-graph prior (``call_graph_prior``)."""
+        from structret.fusion import fuse_lists, parse  # numpy: kept out of import structret.api
 
         fusion = parse(fusion)
         ranks: list[int | None] = []
         for answer, dense, lexical in zip(self.answers, self.dense, self.lexical):
-            hits = fuse_lists(lexical, dense, fusion, CUTOFF)
-            found = next((n for n, h in enumerate(hits, 1) if self.where.get(h.doc) == answer), None)
+            hits = fuse_lists(lexical, dense, fusion, RERANK_DEPTH if coherence or prior else CUTOFF)
+            order = [h.doc for h in hits]
+            if coherence or prior:
+                order = self._rerank(order, [h.score for h in hits], coherence, prior)
+            found = next((n for n, doc in enumerate(order[:CUTOFF], 1) if self.where.get(doc) == answer), None)
             ranks.append(found)
         return ranks
+
+    def _rerank(self, docs: list[str], scores: list[float], coherence: float, prior: float) -> list[str]:
+        finite = [x for x in scores if math.isfinite(x)]
+        if not finite:
+            return docs
+        low, high = min(finite), max(finite)
+        norm = [(x - low) / (high - low) if math.isfinite(x) and high > low else 0.0 for x in scores]
+        best: dict[str, list[float]] = {}  # file -> its two best scores (a hit's own is not its support)
+        for doc, x in zip(docs, norm):
+            top = best.setdefault(self.where.get(doc, (doc, 0))[0], [0.0, 0.0])
+            if x > top[0]:
+                top[0], top[1] = x, top[0]
+            elif x > top[1]:
+                top[1] = x
+        boosted = []
+        for doc, x in zip(docs, norm):
+            top = best[self.where.get(doc, (doc, 0))[0]]
+            support = top[1] if x >= top[0] else top[0]
+            boosted.append(x + coherence * support + prior * self.prior.get(doc, 0.0))
+        return [doc for _, doc in sorted(zip(boosted, docs), key=lambda pair: -pair[0])]
+
+
+def call_graph_prior(texts: dict[str, str], split: Callable[[str], dict[str, str]]) -> dict[str, float]:
+    """Each function's in-degree in the project's call graph, saturated onto [0, 1]: log(1 + callers) /
+    log(1 + most callers). ``split(text)`` gives a function's ``name`` and the names it ``calls`` (space
+    separated; bm25-fields' ``split_fields`` does). A call is resolved by name within the project (no
+    import resolution), so a name defined in several places gives each of them the callers."""
+    fields = {doc: split(text) for doc, text in texts.items()}
+    defined: dict[str, list[str]] = {}
+    for doc, f in fields.items():
+        if f["name"]:
+            defined.setdefault(f["name"], []).append(doc)
+    callers: dict[str, int] = {}
+    for doc, f in fields.items():
+        for name in set(f["calls"].split()):
+            for callee in defined.get(name, ()):
+                if callee != doc:
+                    callers[callee] = callers.get(callee, 0) + 1
+    most = max(callers.values(), default=0)
+    return {doc: math.log1p(n) / math.log1p(most) for doc, n in callers.items()} if most else {}
 
 
 def metrics(ranks: Sequence[int | None]) -> dict[str, float]:
@@ -209,10 +266,8 @@ def metrics(ranks: Sequence[int | None]) -> dict[str, float]:
 def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexical: str, depth: int = 1000,
                show_progress: bool = False) -> Candidates:
     """Index ``prepared/src`` with ``index_source`` (``model``, ``lexical``) into ``index_dir`` and keep each
-    query's dense and lexical top ``depth``."""
-    from structret.api.sources import index_source
-    from structret.search_index import load_index
-
+    query's dense and lexical top ``depth``; the call-graph prior too (``call_graph_prior``) when the
+    lexical retriever reads a function's fields (its ``split``: bm25-fields does)."""
     prepared = Path(prepared)
     queries = read_queries(prepared)
     copy = (prepared / "src").resolve()
@@ -227,6 +282,7 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
         rel, lines = rel_of(doc_id, copy), _lines(doc_id)
         if rel is not None and lines is not None:
             where[doc_id] = (rel, lines[1])
+    split = optional("retriever", index.lexical, "split")
     texts = [q["query"] for q in queries]
     vectors = index.model.encode_query(texts)
     deep = min(depth, len(index))
@@ -235,4 +291,4 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
     return Candidates(prepared.name, [(q["path"], q["end"]) for q in queries],
                       [([str(i) for i in ids], scores) for scores, ids in zip(dense_scores, dense_ids)],
                       [([index.lexical_ids[p] for p in pos], scores) for scores, pos in zip(lexical_scores, positions)],
-                      where, built.functions)
+                      where, built.functions, call_graph_prior(index.texts or {}, split) if split else {})
