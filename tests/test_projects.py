@@ -125,7 +125,8 @@ def test_every_fusion_is_scored_from_one_index(project, tmp_path, tiny_bert_dir,
     assert lexical[("pkg/config.py", 10)] == 1
     dense = got.ranks("zscore:0.0")
     assert all(r is None or 1 <= r <= CUTOFF for r in dense)
-    assert got.ranks("rrf:0.5") is not None
+    fused = got.ranks("rrf:0.5")
+    assert len(fused) == 2 and all(r is None or 1 <= r <= CUTOFF for r in fused)
 
 
 def test_the_call_graph_prior_counts_callers_by_name():

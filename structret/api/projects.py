@@ -28,6 +28,7 @@ import json
 import math
 import re
 import tempfile
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -38,13 +39,13 @@ from structret.errors import DataError
 from structret.mining import mine
 from structret.registry import get_registry
 from structret.search_index import load_index
-from structret.source_files import rel_of, scan
+from structret.snippets import locate
+from structret.source_files import scan
 
 QUERIES = "queries.jsonl"
 SUMMARY = "project.json"
 MIN_WORDS, MAX_WORDS = 4, 60
 CUTOFF = 10  # MRR@10, NDCG@10, recall@10
-_LINES = re.compile(r"#L(\d+)-L(\d+)$")
 
 
 @dataclass
@@ -80,9 +81,12 @@ def without_name(text: str, func_name: str) -> str:
     return text
 
 
-def _lines(doc_id: str) -> tuple[int, int] | None:
-    found = _LINES.search(doc_id)
-    return (int(found.group(1)), int(found.group(2))) if found else None
+def _place(doc_id: str, root: Path) -> tuple[str, int, int] | None:
+    """(path under ``root``, first line, last line) of a mined function's id, None if it names no lines there."""
+    where = locate(doc_id, str(root))
+    if where is None or where.start is None or where.end is None or Path(where.path).is_absolute():
+        return None
+    return where.path, where.start, where.end
 
 
 def _mined(folder: Path, language: str, every_function: bool, tmp: Path) -> list[dict[str, Any]]:
@@ -105,8 +109,6 @@ def prepare_project(source: str | Path, out: str | Path, *, name: str | None = N
     for language in sorted({language for language, _, _ in files.values()}):
         blankers[language] = optional("miner", registry.create("miner", language), "blank_docstrings")
     for rel, (language, _, _) in sorted(files.items()):
-        target = copy / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
             text = (source / rel).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -120,7 +122,8 @@ def prepare_project(source: str | Path, out: str | Path, *, name: str | None = N
             text = blank(text, rel)
         except Exception as exc:  # a file the parser rejects holds no mined function either: copied as it is
             result.skipped_files[rel] = f"copied unblanked ({type(exc).__name__})"
-        target.write_text(text, encoding="utf-8")
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel).write_text(text, encoding="utf-8")
 
     queries: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="structret-project-") as tmp:
@@ -128,33 +131,27 @@ def prepare_project(source: str | Path, out: str | Path, *, name: str | None = N
             if blankers[language] is None:
                 continue
             # the answer's function as the copy has it (every function: what index_source indexes)
-            in_copy: dict[tuple[str, int], dict[str, Any]] = {}
+            in_copy: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}  # (path, last line) -> (first, row)
             for row in _mined(copy, language, True, Path(tmp)):
-                name, lines = rel_of(row["url"], copy.resolve()), _lines(row["url"])
-                if name is not None and lines is not None:
-                    in_copy[(name, lines[1])] = row
+                if (place := _place(row["url"], copy.resolve())) is not None:
+                    in_copy[place[0], place[2]] = (place[1], row)
             result.functions += len(in_copy)
             for row in _mined(source, language, False, Path(tmp)):
-                name, lines = rel_of(row["url"], source), _lines(row["url"])
+                place = _place(row["url"], source)
                 text = without_name(first_paragraph(row.get("docstring") or ""), row.get("func_name") or "")
                 words = len(text.split())
-                if name is None or lines is None:
+                if place is None:
                     result.drop("no file and lines in its id")
                 elif not MIN_WORDS <= words <= MAX_WORDS:
                     result.drop(f"first paragraph not {MIN_WORDS}-{MAX_WORDS} words")
-                elif (name, lines[1]) not in in_copy:
+                elif (place[0], place[2]) not in in_copy:
                     result.drop("function not found in the blanked copy")
-                elif (in_copy[(name, lines[1])].get("docstring") or "").strip():
+                elif (in_copy[place[0], place[2]][1].get("docstring") or "").strip():
                     result.drop("docstring not blanked")
                 else:
-                    copied = _lines(in_copy[(name, lines[1])]["url"])
-                    assert copied is not None  # in_copy keeps rows with lines only
-                    queries.append({"query": text, "path": name, "start": copied[0], "end": copied[1],
-                                    "language": language})
-    texts: dict[str, int] = {}
-    for q in queries:
-        key = q["query"].lower()
-        texts[key] = texts.get(key, 0) + 1
+                    queries.append({"query": text, "path": place[0], "start": in_copy[place[0], place[2]][0],
+                                    "end": place[2], "language": language})
+    texts = Counter(q["query"].lower() for q in queries)
     kept = [q for q in queries if texts[q["query"].lower()] == 1]
     result.drop("ambiguous: the same text describes several functions", len(queries) - len(kept))
     for q in kept:
@@ -277,11 +274,8 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
         index.use(model)
     if index.lexical is None:
         raise DataError("scoring fusions needs an index with a lexical side; pass lexical=")
-    where = {}
-    for doc_id in index.lexical_ids:
-        rel, lines = rel_of(doc_id, copy), _lines(doc_id)
-        if rel is not None and lines is not None:
-            where[doc_id] = (rel, lines[1])
+    where = {doc_id: (place[0], place[2]) for doc_id in index.lexical_ids
+             if (place := _place(doc_id, copy)) is not None}
     split = optional("retriever", index.lexical, "split")
     texts = [q["query"] for q in queries]
     vectors = index.model.encode_query(texts)
