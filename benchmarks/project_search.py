@@ -4,16 +4,23 @@ Each project is a source package the corpus keeps out of training (benchmarks/da
 its ``valid`` and ``test`` packages; none in ../shared/RESERVED-SOURCES.md, which code_corpus.py
 checks), prepared by ``structret.api.projects``: docstrings blanked with line numbers kept,
 their first paragraphs the queries, the answer a file and a line. Each project is indexed by
-``index_source`` (what ``structret index`` runs) with MiniLM and ``bm25-fields``, and these systems
-are scored from that one index:
+``index_source`` (what ``structret index`` runs) with MiniLM and ``bm25-project`` (bm25-fields' fields
+and a function's place: its file's path, its class, its callers), each field also scored alone so
+that any field weights are scored from the same index, and these systems:
 
-- ``bm25-fields``: the lexical side alone (fusion weight 1);
+- ``bm25-fields``: the lexical side alone (fusion weight 1), bm25-fields' weights (no place fields);
 - ``minilm``: the dense side alone (weight 0);
-- ``default``: ``structret index``'s fusion today (zscore, lexical weight 0.3);
-- ``tuned``: the fusion (method and weight) with the best macro MRR@10 over the validation projects;
+- ``default``: ``structret index``'s default before the place fields (bm25-fields, zscore:0.3);
+- ``tuned``: that lexical side with the fusion (method and weight) best in macro MRR@10 over the
+  validation projects;
 - ``tuned+coherence``, ``tuned+prior``, ``tuned+both``: that fusion with the query-time structure
   levers of ``structret.api.projects`` (a file-coherence boost, a call-graph prior), each
-  strength chosen on the validation projects from STRENGTHS (0 if nothing pays).
+  strength chosen on the validation projects from STRENGTHS (0 if nothing pays);
+- ``+path``, ``+scope``, ``+callers``, ``+calls``: the default fusion with one more field weighed in
+  (its weight chosen on validation from FIELD_WEIGHTS), each lever alone;
+- ``place``: path, scope and callers weighed together (the grid PLACE_GRID, chosen on validation),
+  then the fusion's lexical weight chosen on validation: ``bm25-project``'s default weights and
+  ``structret index``'s default now.
 
 Choices read the validation projects only; the test projects are scored once, with what was chosen. ::
 
@@ -39,6 +46,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "data"))
 OUT = HERE / "results" / "project-search.json"
 SYSTEMS = {"bm25-fields": "zscore:1.0", "minilm": "zscore:0.0", "default": "zscore:0.3"}
+DEFAULT_FUSION = "zscore:0.3"
+# bm25-fields' default weights: the base every field lever is added to
+BASE_WEIGHTS = {"name": 1.0, "signature": 0.5, "calls": 0.0, "comments": 0.25, "body": 1.0}
+FIELD_WEIGHTS = (0.1, 0.25, 0.5, 1.0, 2.0)
+PLACE_GRID = {"path": (0.0, 0.5, 1.0), "scope": (0.0, 0.5, 1.0, 2.0), "callers": (0.0, 0.25, 0.5, 1.0)}
+LEXICAL_WEIGHTS = (0.2, 0.25, 0.3, 0.4, 0.5)  # zscore fusion weights tried with the chosen field weights
 SPLITS = ("valid", "test")
 STRENGTHS = (0.0, 0.05, 0.1, 0.2)  # what the structure levers' strengths are chosen from
 
@@ -85,6 +98,8 @@ def macro(scores: list[dict[str, float]], metric: str) -> float:
 
 
 def run(args) -> None:
+    import itertools
+
     from structret.api.projects import candidates, metrics
     from structret.fusion import grid
     from structret.models import load_model
@@ -97,40 +112,61 @@ def run(args) -> None:
             prepared = prepared_dir(args, split, language, folder)
             started = time.perf_counter()
             index_dir = data_dir(args) / "projects-index" / split / prepared.name
-            got = candidates(prepared, index_dir, model=model, lexical="bm25-fields")
+            got = candidates(prepared, index_dir, model=model, lexical="bm25-project",
+                             fields=[*BASE_WEIGHTS, *PLACE_GRID])
             print(f"{split} {prepared.name}: {len(got.answers)} queries over {got.functions} functions "
                   f"[{time.perf_counter() - started:.0f} s]", file=sys.stderr, flush=True)
             found[split].append((language, got))
+    def valid(fusion, **levers) -> float:
+        return macro([metrics(c.ranks(fusion, **levers)) for _, c in found["valid"]], "MRR@10")
+
+    base = {"weights": BASE_WEIGHTS}
     # the fusion chosen on the validation projects: macro MRR@10, ties to the smaller lexical weight
     fusions = {f.spec: f for f in grid()}
-    tried = {spec: macro([metrics(c.ranks(f)) for _, c in found["valid"]], "MRR@10") for spec, f in fusions.items()}
+    tried = {spec: valid(f, **base) for spec, f in fusions.items()}
     tuned = max(tried, key=lambda spec: (tried[spec], -fusions[spec].weight))
     # then each structure lever's strength with that fusion, and both together, on validation too
-    levers = {(a, b): macro([metrics(c.ranks(tuned, coherence=a, prior=b)) for _, c in found["valid"]], "MRR@10")
-              for a in STRENGTHS for b in STRENGTHS}
+    levers = {(a, b): valid(tuned, coherence=a, prior=b, **base) for a in STRENGTHS for b in STRENGTHS}
     coherence = max(STRENGTHS, key=lambda a: (levers[a, 0.0], -a))
     prior = max(STRENGTHS, key=lambda b: (levers[0.0, b], -b))
     both = max(levers, key=lambda pair: (levers[pair], -sum(pair)))
-    systems = {name: {"fusion": spec} for name, spec in SYSTEMS.items()}
-    systems["tuned"] = {"fusion": tuned}
-    systems["tuned+coherence"] = {"fusion": tuned, "coherence": coherence}
-    systems["tuned+prior"] = {"fusion": tuned, "prior": prior}
-    systems["tuned+both"] = {"fusion": tuned, "coherence": both[0], "prior": both[1]}
-    record = {"model": "sentence-transformers/all-MiniLM-L6-v2", "lexical": "bm25-fields", "systems": systems,
+    # the field levers: each alone with the default fusion, then the place fields together
+    alone = {(f, w): valid(DEFAULT_FUSION, weights={**BASE_WEIGHTS, f: w})
+             for f in ("path", "scope", "callers", "calls") for w in FIELD_WEIGHTS}
+    place = {ws: valid(DEFAULT_FUSION, weights={**BASE_WEIGHTS, **dict(zip(PLACE_GRID, ws))})
+             for ws in itertools.product(*PLACE_GRID.values())}
+    chosen = dict(zip(PLACE_GRID, max(place, key=lambda ws: (place[ws], -sum(ws)))))
+    placed = {**BASE_WEIGHTS, **chosen}
+    weighed = {w: valid(f"zscore:{w}", weights=placed) for w in LEXICAL_WEIGHTS}
+    place_fusion = f"zscore:{max(weighed, key=lambda w: (weighed[w], -w))}"
+    systems = {name: {"fusion": spec, **base} for name, spec in SYSTEMS.items()}
+    systems["tuned"] = {"fusion": tuned, **base}
+    systems["tuned+coherence"] = {"fusion": tuned, "coherence": coherence, **base}
+    systems["tuned+prior"] = {"fusion": tuned, "prior": prior, **base}
+    systems["tuned+both"] = {"fusion": tuned, "coherence": both[0], "prior": both[1], **base}
+    for f in ("path", "scope", "callers", "calls"):
+        w = max(FIELD_WEIGHTS, key=lambda w: (alone[f, w], -w))
+        systems[f"+{f}"] = {"fusion": DEFAULT_FUSION, "weights": {**BASE_WEIGHTS, f: w}}
+    systems["place"] = {"fusion": place_fusion, "weights": placed}
+    record = {"model": "sentence-transformers/all-MiniLM-L6-v2", "lexical": "bm25-project", "systems": systems,
               "tuning": {"metric": "macro MRR@10 over the validation projects", "fusions": tried, "chosen": tuned,
-                         "levers (coherence,prior) with the chosen fusion": {f"{a},{b}": v for (a, b), v in levers.items()}},
+                         "levers (coherence,prior) with the chosen fusion": {f"{a},{b}": v for (a, b), v in levers.items()},
+                         "one field added (field,weight) with the default fusion": {f"{f},{w}": v for (f, w), v in alone.items()},
+                         "place fields (path,scope,callers) with the default fusion": {",".join(map(str, ws)): v for ws, v in place.items()},
+                         "lexical weight with the place fields": weighed},
               "splits": {}}
     for split in SPLITS:
         rows = {}
         for language, got in found[split]:
             rows[got.project] = {"language": language, "queries": len(got.answers), "functions": got.functions,
                                  **{name: metrics(got.ranks(spec["fusion"], coherence=spec.get("coherence", 0.0),
-                                                            prior=spec.get("prior", 0.0)))
+                                                            prior=spec.get("prior", 0.0), weights=spec["weights"]))
                                     for name, spec in systems.items()}}
         record["splits"][split] = rows
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {OUT}; fusion chosen on validation: {tuned}", file=sys.stderr)
+    print(f"wrote {OUT}; fusion chosen on validation: {tuned}; place fields {chosen} with {place_fusion}",
+          file=sys.stderr)
     table(record)
 
 
@@ -139,8 +175,12 @@ def table(record: dict) -> None:
     metric_names = ("MRR@10", "NDCG@10", "R@1", "R@10")
     for split, rows in record["splits"].items():
         print(f"\n**{split} projects, MRR@10 ×100 per project**; chosen on validation: "
-              + "; ".join(f"{n} = " + ", ".join(f"{k} {v}" for k, v in spec.items())
-                          for n, spec in record["systems"].items() if n.startswith("tuned")) + "\n")
+              + "; ".join(f"{n} = " + ", ".join(f"{k} {v}" for k, v in spec.items() if k != "weights")
+                          for n, spec in record["systems"].items() if n.startswith("tuned")) + "; "
+              + "; ".join(f"{n} = " + ", ".join(f"{f} {w}" for f, w in spec["weights"].items()
+                                                if w != BASE_WEIGHTS.get(f, 0.0) or n == "place" and f in PLACE_GRID)
+                          + f" ({spec['fusion']})" for n, spec in record["systems"].items() if n[0] == "+" or n == "place")
+              + "\n")
         print("| project | queries | functions | " + " | ".join(names) + " |")
         print("|---|---:|---:|" + "---:|" * len(names))
         for project, row in rows.items():

@@ -1008,7 +1008,7 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         raise click.UsageError("--system tables score one --data; give several with --recipe")
 
     systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE, f"{defaults.LEXICAL}+{defaults.BACKBONE}",
-                                 f"{defaults.SOURCE_LEXICAL}+{defaults.BACKBONE}"]
+                                 f"{defaults.FIELDS_LEXICAL}+{defaults.BACKBONE}"]
     _preflight(data=data, data_options=data_options, systems=systems)
     fusion_spec = _fusion(fusion)
     if tune_split and not data:

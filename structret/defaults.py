@@ -7,7 +7,8 @@ every other module of core).
 BACKBONE = "minilm"  # the dense model of index, search, bench, serve and train
 INDEX = "flat"  # exact search; approximate ones are chosen by name
 LEXICAL = "bm25"  # the lexical side of a hybrid, and of bench's baselines
-SOURCE_LEXICAL = "bm25-fields"  # index-source's lexical side: code split into identifier fields
+FIELDS_LEXICAL = "bm25-fields"  # bench's code-aware baseline: a function's fields, fused with the backbone
+SOURCE_LEXICAL = "bm25-project"  # index-source's lexical side: a function's fields and its place in the project
 MINER = "python"  # structret mine, structret bench's corpus
 LINEARIZER = "dfs-parent"  # structret linearize
 FRESH_BACKBONE = "informed-transformer"  # structret new-model: a backbone trained from scratch

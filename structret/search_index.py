@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import os
@@ -12,10 +13,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from structret import defaults
 from structret.artifacts import add_to_checksums, checksummed, read_meta, verified
 from structret.contracts import Index, optional
-from structret.datasets import dataset_split, require
 from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
-from structret.records import Dataset
 from structret.registry import get_registry
 
 if TYPE_CHECKING:  # numpy comes with it: imported where an index is loaded
@@ -52,6 +51,11 @@ class SearchIndex:
         # its documents by position, and how the two sides fuse (meta["lexical"] records both)
         self.lexical: Any = None
         self.lexical_ids: list[str] = []
+        # id -> the lexical side's own reading of a document (its format_document: a function with its
+        # file and class), where it reads records its own way; None: it reads the texts. Needed only to
+        # fit the lexical side (a build, an update), so a loaded index reads them on first need.
+        self.readings: dict[str, str] | None = None
+        self._readings_file: Path | None = None
         self._texts_origin: _TextsOrigin | None = None  # the texts files it was loaded with (load_index)
 
     @property
@@ -76,9 +80,23 @@ class SearchIndex:
             raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
                                  f"k), save(directory) and load(directory) (structret/contracts.py).")
         self.lexical_ids = list(self.texts)
-        retriever.fit(list(self.texts.values()))
+        readings = self.load_readings() or {}
+        # a document added without a record (from vectors and texts) reads as its text
+        retriever.fit([readings.get(i, text) for i, text in self.texts.items()])
         self.lexical = retriever
         self.meta["lexical"] = {"retriever": name, "options": options, "fusion": parse(fusion).as_dict()}
+
+    def load_readings(self) -> dict[str, str] | None:
+        """The lexical side's readings of the documents (``readings``), read from the saved index on first need."""
+        if self.readings is None and self._readings_file is not None:
+            try:
+                with gzip.open(self._readings_file, "rt", encoding="utf-8") as rows:
+                    self.readings = dict(zip(self.lexical_ids, map(json.loads, rows)))
+            except (OSError, EOFError, ValueError) as exc:
+                raise ArtifactError(f"{self._readings_file}: the lexical side's readings cannot be read ({exc}); "
+                                    f"rebuild the index.") from None
+            self._readings_file = None
+        return self.readings
 
     def set_fusion(self, fusion: Any) -> None:
         """Fuse the two sides by ``fusion`` from now on (saved with the index)."""
@@ -207,6 +225,11 @@ class SearchIndex:
         directory = path / LEXICAL_DIR
         self.lexical.save(directory)
         (directory / LEXICAL_IDS).write_text(json.dumps(self.lexical_ids, ensure_ascii=False), encoding="utf-8")
+        readings = self.load_readings()
+        if readings:
+            with gzip.open(directory / LEXICAL_READINGS, "wt", encoding="utf-8") as rows:
+                for i in self.lexical_ids:  # in the lexical side's order, each the text when it has none
+                    rows.write(json.dumps(readings.get(i, (self.texts or {}).get(i, "")), ensure_ascii=False) + "\n")
         if checksummed(path, "structret.json"):  # sealed already (not inside atomic_dir): list the new files
             for file in sorted(p for p in directory.rglob("*") if p.is_file()):
                 add_to_checksums(path, file.relative_to(path).as_posix())
@@ -228,6 +251,8 @@ class SearchIndex:
         if len(self.lexical_ids) != len(self.lexical):
             raise ArtifactError(f"{directory}: {len(self.lexical_ids)} ids for {len(self.lexical)} documents; the "
                                 f"index is damaged, rebuild it.")
+        if (directory / LEXICAL_READINGS).is_file():
+            self._readings_file = directory / LEXICAL_READINGS
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)
@@ -246,104 +271,7 @@ class _TextsOrigin:
 _SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
 LEXICAL_DIR = "lexical"
 LEXICAL_IDS = "ids.json"
-
-
-def _model_meta(model: Model | None) -> dict[str, Any]:
-    if model is None:
-        return {"model": None}
-    return {"model": model.name, "backbone": model.backbone_name, "model_override": model.model}
-
-
-def _new_index(kind: str, dim: int, metric: str, options: dict[str, Any]):
-    return get_registry().create("index", kind, int(dim), metric=metric, **options)
-
-
-def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = defaults.INDEX,
-                metric: str = "ip", batch_size: int = 32, show_progress: bool = True, ids: Sequence[str] | None = None,
-                texts: Sequence[str] | None = None, vectors: Any = None, lexical: str | None = None,
-                fusion: Any = None, **index_options: Any) -> SearchIndex:
-    """A search index of ``data``'s documents encoded by ``model``.
-
-    ``data``: a Dataset, a ``"FORMAT:PATH"`` spec (read with ``split``), or a ``[n, dim]``
-    array of vectors with ``ids=`` (one per row) and optionally ``texts=``; vectors may also
-    be passed as ``vectors=`` (then ``model`` may be None, and search needs a model).
-    ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it.
-    ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
-    search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None for the default).
-    """
-    built = _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors, index_options)
-    if lexical is not None:
-        built.add_lexical(lexical, fusion)
-    elif fusion is not None:
-        raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")
-    return built
-
-
-def _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors,
-           index_options) -> SearchIndex:
-    if vectors is None and data is not None and not isinstance(data, (str, Dataset)):
-        data, vectors = None, data
-    if vectors is not None:
-        if data is not None:
-            raise StructretError("build_index: give documents (a Dataset or FORMAT:PATH) or vectors, not both.")
-        if ids is None:
-            raise StructretError("build_index from vectors needs ids=, one per vector.")
-        import numpy as np  # numpy: kept out of import structret.api
-
-        array = np.asarray(vectors)
-        if array.ndim != 2:
-            raise StructretError(f"vectors must be a 2-d array [n, dim], got shape {array.shape}.")
-        if texts is not None and len(texts) != len(ids):
-            raise StructretError(f"got {len(texts)} texts for {len(ids)} ids; give one text per id, or none.")
-        index = _new_index(kind, array.shape[1], metric, index_options)
-        index.add(list(ids), array)
-        kept = dict(zip(map(str, ids), texts)) if texts is not None else None
-        return SearchIndex(index, meta=_model_meta(model) | {"index": kind}, texts=kept, model=model)
-    if model is None:
-        raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)).")
-    if ids is not None or texts is not None:
-        raise StructretError("ids= and texts= go with vectors; a dataset brings its own.")
-    dataset = documents_of(data, split)
-    doc_ids = list(dataset.corpus)
-    doc_texts = [model.text(r, "document") for r in dataset.corpus.values()]
-    encoded = model.backbone.encode(doc_texts, kind="document", batch_size=batch_size, show_progress=show_progress)
-    index = _new_index(kind, encoded.shape[1], metric, index_options)
-    index.add(doc_ids, encoded)
-    return SearchIndex(index, meta=_model_meta(model) | {"index": kind}, texts=dict(zip(doc_ids, doc_texts)),
-                       model=model)
-
-
-def documents_of(data: Any, split: str | None):
-    """A Dataset with documents: ``data`` (read again for another ``split``), or read from a spec."""
-    if data is None:
-        raise StructretError("build_index: no documents; give a Dataset, a FORMAT:PATH spec or vectors with ids=.")
-    dataset = dataset_split(data, split)
-    # an empty index would answer every search with nothing
-    require(dataset, "documents", spec=data if isinstance(data, str) else "", split=split)
-    return dataset
-
-
-def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, kind: str = defaults.INDEX,
-                     metric: str = "ip", verify: bool = True, **index_options: Any) -> tuple[int, int]:
-    """Index the output of ``structret encode`` (one folder, or every shard of one corpus, in
-    order) into ``out``, with the texts; return (vectors, parts). Shards are read one at a time,
-    so the corpus need not fit in memory twice."""
-    from structret.embeddings import collect_parts, concatenate_texts  # numpy: kept out of import structret.api
-
-    parts = collect_parts(paths, verify=verify)
-    meta = parts[0].meta
-    index = _new_index(kind, int(meta["dim"]), metric, index_options)
-    count = 0
-    for part in parts:
-        ids = part.ids()
-        index.add(ids, part.vectors())
-        count += len(ids)
-    # "embeddings": what a rebuild starts from, for the messages about a damaged index
-    index.save(str(out), meta={"model": meta["model"], "backbone": meta["backbone"],
-                               "model_override": meta.get("model_override"), "embeddings": [str(p) for p in paths]})
-    # the texts travel with the index (listed in its checksums) so a search can show what it found
-    concatenate_texts(parts, out)
-    return count, len(parts)
+LEXICAL_READINGS = "readings.jsonl.gz"  # one JSON string per line, in LEXICAL_IDS' order
 
 
 def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = True) -> SearchIndex:

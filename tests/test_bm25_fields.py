@@ -120,3 +120,121 @@ def test_a_hybrid_gives_the_lexical_side_its_own_reading_of_items(fresh_registry
     assert str(text) == item.text() and json.loads(text.lexical)["aspects"] == {"use": "editing"}
     hybrid.fit([text, hybrid.format_document(ItemRecord("b", title="gimp", content="an image editor"))])
     assert hybrid.score(["editing"])[0].argmax() == 0
+
+
+def test_a_function_read_with_its_place_has_path_and_scope_fields():
+    from structret_lexical.fields import code_reading, path_words
+
+    code = "def get(self, key):\n    return self.load(key)"
+    reading = code_reading(code, path="cache/backends/redis_store.py", func_name="RedisStore.get")
+    fields = split_fields(reading)
+    assert fields["path"] == "cache backends redis_store" and fields["scope"] == "RedisStore"
+    # the code's own fields are read as from the code alone
+    assert {f: fields[f] for f in ("name", "signature", "calls", "comments", "body")} == \
+        {f: split_fields(code)[f] for f in ("name", "signature", "calls", "comments", "body")}
+    assert code_reading(code) == code and split_fields(code)["path"] == "" == split_fields(code)["scope"]
+    assert path_words("a\\b\\c.java") == "a b c" and path_words("Makefile") == "Makefile"
+
+
+def test_place_fields_at_weight_0_score_as_the_code_alone():
+    from structret.records import CodeRecord
+
+    records = [CodeRecord("a", "def read_config(path):\n    return parse(open(path))", "python",
+                          path="app/settings.py", func_name="read_config"),
+               CodeRecord("b", "def parse(text):\n    return text.split()", "python", path="app/parse.py",
+                          func_name="Parser.parse")]
+    plain, placed = FieldBM25Retriever(), FieldBM25Retriever()
+    plain.fit([r.text() for r in records])
+    placed.fit([placed.format_document(r) for r in records])
+    queries = ["read the config", "parse text", "settings parser"]
+    assert np.array_equal(plain.score(queries), placed.score(queries))
+
+
+def test_callers_are_resolved_in_the_callers_file_first():
+    from structret_lexical.fields import add_callers, code_reading
+
+    def fields(code, path, func_name):
+        return split_fields(code_reading(code, path=path, func_name=func_name))
+
+    split = [fields("def load(x):\n    return x", "a.py", "load"),
+             fields("def load(y):\n    return y", "b.py", "load"),
+             fields("def warm_cache():\n    return load(1)", "a.py", "warm_cache"),
+             fields("def refresh_all():\n    load(2)\n    load(3)", "c.py", "refresh_all")]
+    add_callers(split)
+    # a.py's load is called from its own file and from c.py (no load there: every load); b.py's from c.py only
+    assert split[0]["callers"].split() == ["warm_cache", "refresh_all"]
+    assert split[1]["callers"].split() == ["refresh_all"] and split[2]["callers"] == ""
+
+
+def test_bm25_project_finds_a_function_by_its_file_class_and_callers(fresh_registry):
+    from structret.records import CodeRecord
+    from structret.registry import get_registry
+
+    records = [CodeRecord("a", "def get(self, key):\n    return self.rows[key]", "python",
+                          path="store/sqlite_backend.py", func_name="SqliteBackend.get"),
+               CodeRecord("b", "def get(self, key):\n    return self.cache[key]", "python",
+                          path="store/memory.py", func_name="MemoryCache.get"),
+               CodeRecord("c", "def lookup_user(db, uid):\n    return get(uid)", "python",
+                          path="users/accounts.py", func_name="lookup_user")]
+    project = get_registry().create("retriever", "bm25-project")
+    fields = get_registry().create("retriever", "bm25-fields")
+    for retriever in (project, fields):
+        retriever.fit([retriever.format_document(r) for r in records])
+    for query, answer in (("sqlite backend get", 0), ("memory cache get", 1)):
+        assert project.score([query])[0].argmax() == answer
+    both = project.score(["lookup user"])[0]
+    assert both[2] > 0 and both[0] > 0 and both[1] > 0  # c by its name, a and b by their caller
+    assert fields.score(["sqlite backend"])[0].max() == 0  # bm25-fields weighs no place field
+
+
+def test_an_index_of_items_gives_its_lexical_side_their_aspects_and_keeps_them_across_updates(tmp_path,
+                                                                                            fresh_registry):
+    import structret
+    from structret.api.updates import apply_update
+    from structret.records import Dataset, ItemRecord, ReadStats
+
+    items = {"vim": ItemRecord("vim", title="vim", content="a text editor", aspects={"section": ["editors"]}),
+             "gimp": ItemRecord("gimp", title="gimp", content="an image program", aspects={"section": ["graphics"]})}
+    data = Dataset("items", items, {}, {}, ReadStats())
+    model = structret.load_model("minilm")
+    index = structret.build_index(model, data, lexical="bm25-item-fields", show_progress=False)
+    assert json.loads(index.readings["gimp"])["aspects"] == {"section": "graphics"}
+    index.save(tmp_path / "idx")
+    loaded = structret.load_index(tmp_path / "idx")
+    assert loaded.lexical.score(["graphics"])[0].argmax() == loaded.lexical_ids.index("gimp")  # an aspect's word
+    new = ItemRecord("krita", title="krita", content="a painting program", aspects={"section": ["graphics"]})
+    vectors = model.backbone.encode([new.text()], kind="document", show_progress=False)
+    apply_update(loaded, tmp_path / "idx", ["krita"], vectors, [new.text()], ["vim"], "test",
+                 readings=[loaded.lexical.format_document(new)])
+    updated = structret.load_index(tmp_path / "idx")
+    scores = dict(zip(updated.lexical_ids, updated.lexical.score(["graphics"])[0]))
+    assert set(scores) == {"gimp", "krita"} and scores["gimp"] > 0 and scores["krita"] > 0
+    from structret.errors import StructretError
+
+    with pytest.raises(StructretError, match="readings= go with vectors"):
+        structret.build_index(model, data, lexical="bm25-item-fields", readings=["x", "y"])
+
+
+def test_an_update_from_a_dataset_gives_the_added_functions_their_place(tmp_path, fresh_registry):
+    import gzip
+
+    import structret
+
+    from test_hybrid import _code_rows
+
+    data = _code_rows(tmp_path / "rows.jsonl.gz", n=12)
+    index = structret.build_index(structret.load_model("minilm"), f"codesearchnet:{data}", split="test",
+                                  lexical="bm25-project", show_progress=False)
+    index.save(tmp_path / "idx")
+    more = tmp_path / "more.jsonl.gz"
+    code = "def zulu_helper(value):\n    return value"
+    with gzip.open(more, "wt") as f:
+        f.write(json.dumps({"repo": "r", "path": "vendored/quebec_tools.py", "func_name": "Quebec.zulu_helper",
+                            "original_string": code, "code": code, "language": "python", "docstring": "a helper",
+                            "code_tokens": code.split(), "docstring_tokens": ["a", "helper"],
+                            "url": "new1", "partition": "test"}) + "\n")
+    structret.update_index(tmp_path / "idx", add=f"codesearchnet:{more}", split="test", show_progress=False)
+    updated = structret.load_index(tmp_path / "idx")
+    scores = dict(zip(updated.lexical_ids, updated.lexical.score(["quebec tools"])[0]))
+    assert scores["new1"] > 0 and sum(v > 0 for v in scores.values()) == 1  # by its path and class alone
+    assert json.loads(updated.load_readings()["new1"])["path"] == "vendored/quebec_tools.py"

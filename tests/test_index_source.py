@@ -55,7 +55,7 @@ def test_a_source_folder_is_indexed_and_kept_fresh(project, tmp_path, tiny_bert_
     assert "indexed 4 functions" in first and "1 javascript, 3 python" in first
     assert "4 new or edited, 0 gone or edited, 0 unchanged; 4 encoded" in first
     meta = json.loads((idx / "structret.json").read_text())
-    assert meta["source"]["path"] == str(project) and meta["lexical"]["retriever"] == "bm25-fields"
+    assert meta["source"]["path"] == str(project) and meta["lexical"]["retriever"] == "bm25-project"
     found = run("search", idx, "debounce", "-k", "4", "--lines", "1").stdout  # a random tiny model: all four
     assert "util.js" in found and "function debounce" in found and "def test_read_config" in found
 
@@ -138,6 +138,35 @@ def test_a_rerun_reads_only_files_whose_size_or_time_moved(project, tmp_path, ti
     assert "util.js" not in found
 
 
+def test_the_lexical_side_reads_each_function_with_its_place_across_updates(project, tmp_path, tiny_bert_dir,
+                                                                           monkeypatch):
+    """bm25-project reads a function with its file and class, and the names of its callers: an edit of
+    one file that adds a call reaches the callee's callers field though the callee's file is unchanged."""
+    from structret.search_index import LEXICAL_DIR, LEXICAL_READINGS, load_index
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    idx = tmp_path / "idx"
+    assert (idx / LEXICAL_DIR / LEXICAL_READINGS).is_file()
+
+    def lexical_scores(query):
+        found = load_index(idx)
+        return dict(zip(found.lexical_ids, found.lexical.score([query])[0])), found
+
+    scores, found = lexical_scores("web util")  # util.js's path: only its function has it
+    debounce = next(i for i in found.lexical_ids if "util.js" in i)
+    assert scores[debounce] > 0 and all(v == 0 for i, v in scores.items() if i != debounce)
+    assert json.loads(found.load_readings()[debounce])["path"] == "web/util.js"
+
+    scores, _ = lexical_scores("throttle clicks")
+    assert scores[debounce] == 0
+    (project / "web" / "events.js").write_text("function throttleClicks(button) {\n  return debounce(button, 50);\n}\n")
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "1 of 3 files mined" in out
+    scores, found = lexical_scores("throttle clicks")  # util.js was not read again: its reading was kept
+    assert scores[debounce] > 0 and len(found.load_readings()) == len(found.lexical_ids) == 5
+
+
 def test_a_file_that_no_longer_parses_keeps_its_functions_and_is_named(project, tmp_path, tiny_bert_dir,
                                                                       monkeypatch):
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
@@ -203,3 +232,14 @@ def test_files_that_vanish_loop_or_hold_no_function_are_skipped(project, tmp_pat
     out = run("index", empty, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", tmp_path / "idx2",
               code=1).output
     assert "found no function" in out and "Traceback" not in out
+
+
+def test_a_function_edited_in_place_shows_its_new_text(project, tmp_path, tiny_bert_dir, monkeypatch):
+    """An edit that keeps a function's lines keeps its id: the update removes and adds the same id, and the
+    saved texts must be the new ones (they were once linked from the old files, ids alike)."""
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    (project / "web" / "util.js").write_text(JAVASCRIPT.replace("debounce(fn, wait)", "debounced(fn, delay)"))
+    assert "1 of 2 files mined" in _index(project, tmp_path, tiny_bert_dir)
+    found = run("search", tmp_path / "idx", "debounce", "-k", "4", "--json").stdout
+    assert "debounced(fn, delay)" in found and "debounce(fn, wait)" not in found

@@ -53,7 +53,12 @@ def indexes():
 
 @pytest.fixture(scope="module")
 def server():
-    """A Milvus server for the uri= path: Milvus Lite's own gRPC server, spoken to as any server."""
+    """A Milvus server for the uri= path: the one STRUCTRET_MILVUS_URI names (Standalone or Distributed,
+    docs/scale.md; its token in STRUCTRET_MILVUS_TOKEN), else Milvus Lite's own gRPC server, spoken to as
+    any server."""
+    if os.environ.get("STRUCTRET_MILVUS_URI"):
+        yield os.environ["STRUCTRET_MILVUS_URI"]
+        return
     from milvus_lite.adapter.grpc.server import start_server_in_thread
 
     with tempfile.TemporaryDirectory() as data:
@@ -244,3 +249,104 @@ def test_an_add_that_fails_half_way_leaves_nothing_behind(indexes, monkeypatch):
     queries = vectors(10, seed=3)
     _, ids = index.search(queries, 5)
     assert ids == [[f"doc{r}" for r in row] for row in np.argsort(-(queries @ stored.T), axis=1)[:, :5]]
+
+
+@needs_milvus
+def test_removed_ids_stay_gone_through_save_and_load_and_may_come_back(tmp_path, indexes):
+    import structret_indexes.milvus as milvus
+
+    index = indexes(16)
+    stored = vectors(30)
+    index.add(ids_for(30), stored)
+    index.remove(["doc3", "doc7"])
+    _, found = index.search(stored[[3, 7, 8]], 1)
+    assert found[0][0] != "doc3" and found[1][0] != "doc7" and found[2] == ["doc8"] and len(index) == 28
+    index.add(["doc3"], stored[3:4] * -1)  # back, with another vector, under a new key
+    index.save(tmp_path / "idx")
+    assert (tmp_path / "idx" / milvus.PKS_FILE).is_file()
+    loaded = load_index(tmp_path / "idx")
+    try:
+        assert len(loaded) == 29 and loaded.ids[-1] == "doc3"
+        _, found = loaded.search(-stored[3:4], 1)
+        assert found == [["doc3"]]
+        loaded.remove(["doc0"])
+        assert "doc0" not in loaded.search(stored[:1], 29)[1][0]
+    finally:
+        loaded.close()
+    np.save(tmp_path / "idx" / milvus.PKS_FILE, np.zeros(29, dtype=np.int64))
+    with pytest.raises(ArtifactError, match="repeats one; the index is damaged"):
+        milvus.MilvusIndex._read_pks(tmp_path / "idx", 29)
+
+
+@needs_milvus
+def test_a_remove_that_fails_half_way_keeps_what_milvus_deleted_out(indexes, monkeypatch):
+    import structret_indexes.milvus as milvus
+    from pymilvus.exceptions import MilvusException
+
+    monkeypatch.setattr(milvus, "_DELETE_KEYS", 5)
+    index = indexes(16)
+    stored = vectors(20)
+    index.add(ids_for(20), stored)
+    client, calls = index._client, []
+    real_delete = client.delete
+
+    def delete(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise MilvusException(message="connection reset")
+        return real_delete(*args, **kwargs)
+
+    monkeypatch.setattr(client, "delete", delete)
+    with pytest.raises(milvus.MilvusError, match="failed to delete 5 vectors"):
+        index.remove(ids_for(10))
+    # the first five were deleted and are gone here too; the next five are still searchable
+    assert len(index) == 15 and index.ids[:5] == ids_for(5, 5)
+    _, found = index.search(stored[:10], 1)
+    assert [row[0] for row in found[5:]] == ids_for(5, 5) and not set(ids_for(5)) & {row[0] for row in found}
+
+
+@needs_milvus
+def test_a_source_index_on_milvus_is_updated_in_place(tmp_path, tiny_bert_dir, fresh_registry, monkeypatch):
+    from click.testing import CliRunner
+
+    from structret.cli import cli
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("config", "dates", "mail"):
+        (src / f"{name}.py").write_text(f"def {name}(x):\n    return x + 1\n")
+
+    def index():
+        result = CliRunner().invoke(cli, [str(a) for a in ["index", src, "--index", "milvus", "--backbone", "hf-encoder",
+                                                           "--model", tiny_bert_dir, "--out", tmp_path / "idx"]])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    index()
+    (src / "mail.py").write_text("def send_mail(x):\n    return x + 2\n")
+    out = index()
+    assert "1 of 3 files mined" in out and "indexed 3 functions" in out  # removed and added, not rebuilt
+    result = CliRunner().invoke(cli, ["search", str(tmp_path / "idx"), "send mail", "-k", "3", "--json"])
+    assert result.exit_code == 0 and "send_mail" in result.output and "def mail(" not in result.output
+
+
+@needs_milvus
+def test_remove_on_a_server_collection_survives_save_and_load(tmp_path, indexes, server):
+    import pymilvus
+
+    name = f"remove_{os.getpid()}"
+    index = indexes(16, uri=server, collection=name)
+    stored = vectors(12)
+    try:
+        index.add(ids_for(12), stored)
+        index.remove(["doc2", "doc5"])
+        index.save(tmp_path / "idx")
+        loaded = load_index(tmp_path / "idx")
+        try:
+            _, found = loaded.search(stored[[2, 5, 6]], 1)
+            assert len(loaded) == 10 and found[2] == ["doc6"] and {found[0][0], found[1][0]}.isdisjoint({"doc2", "doc5"})
+        finally:
+            loaded.close()
+    finally:
+        pymilvus.MilvusClient(uri=server, token=os.environ.get("STRUCTRET_MILVUS_TOKEN", "")).drop_collection(name)

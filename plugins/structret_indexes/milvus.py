@@ -27,6 +27,7 @@ from structret.plugin import (
     check_ids,
     check_k,
     check_metric,
+    check_removal,
     normalize_rows,
     read_ids,
     read_index_meta,
@@ -48,6 +49,11 @@ _PK, _VECTOR = "pk", "vector"
 _MAX_K = 16384
 # bytes of vectors per insert or search request, well under a server's 64 MB gRPC limit
 _REQUEST_BYTES = 16 << 20
+# primary keys per delete request (a server's expression is parsed whole)
+_DELETE_KEYS = 16384
+# the rows' primary keys, in ids.json's order; left out while they are the positions 0..n-1 (nothing
+# removed: the layout of an index saved before remove existed)
+PKS_FILE = "pks.npy"
 
 
 class MilvusError(StructretError):
@@ -185,6 +191,11 @@ class MilvusIndex:
             LITE_COLLECTION if uri is None else f"structret_{uuid.uuid4().hex}")
         self._ids: list[str] = []
         self._id_set: set[str] = set()
+        # each row's primary key, in insertion order, and the other way round; keys only grow, so a
+        # key's order is insertion order (how ties rank) and a removed one is never reused
+        self._pks: list[int] = []
+        self._id_of: dict[int, str] = {}
+        self._next_pk = 0
         self._state: dict = {}
         self._finalizer = weakref.finalize(self, _release, self._state)
 
@@ -237,7 +248,8 @@ class MilvusIndex:
                 f"Pick another with collection=NAME, or load the index directory that was saved with it."
             )
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        # the primary key is the row's position; the string ids stay in ids.json, as in the other indexes
+        # the primary key is a number given in insertion order; the string ids stay in ids.json, as in the
+        # other indexes (a VARCHAR key would hold them, at a server's length limit and a copy per segment)
         schema.add_field(_PK, pymilvus.DataType.INT64, is_primary=True)
         schema.add_field(_VECTOR, pymilvus.DataType.FLOAT_VECTOR, dim=self.dim)
         params = client.prepare_index_params()
@@ -288,7 +300,7 @@ class MilvusIndex:
             return
         if self.metric == "cosine":
             vectors = normalize_rows(vectors)
-        start, step = len(self._ids), self._rows_per_request()
+        start, step = self._next_pk, self._rows_per_request()
         try:
             for offset in range(0, len(vectors), step):
                 rows = [{_PK: start + offset + i, _VECTOR: vector}
@@ -296,13 +308,39 @@ class MilvusIndex:
                 with _milvus_errors(self._where, f"insert {len(rows)} vectors"):
                     self._client.insert(self.collection, rows)
         except BaseException:
-            # the next add reuses these positions as keys; rows left from a failed one would
-            # come back from searches under the wrong ids
+            # the next add reuses these keys; rows left from a failed one would come back from
+            # searches under the wrong ids
             with contextlib.suppress(Exception):
                 self._client.delete(self.collection, filter=f"{_PK} >= {start}")
             raise
+        pks = range(start, start + len(ids))
         self._ids.extend(ids)
         self._id_set.update(ids)
+        self._pks.extend(pks)
+        self._id_of.update(zip(pks, ids))
+        self._next_pk = start + len(ids)
+
+    def remove(self, ids: Sequence[str]) -> None:
+        """Drop ``ids`` (contracts.OPTIONAL["index"]["remove"]): deleted from the collection by primary key."""
+        drop = set(check_removal(ids, self._id_set))
+        if not drop:
+            return
+        gone = [pk for pk, i in zip(self._pks, self._ids) if i in drop]
+        deleted: list[int] = []
+        try:
+            for offset in range(0, len(gone), _DELETE_KEYS):
+                chunk = gone[offset : offset + _DELETE_KEYS]
+                with _milvus_errors(self._where, f"delete {len(chunk)} vectors"):
+                    self._client.delete(self.collection, ids=chunk)
+                deleted.extend(chunk)
+        finally:
+            # what Milvus deleted is gone here too, even if a later request failed: never an id
+            # whose vector is no longer there
+            done = set(deleted)
+            kept = [(pk, i) for pk, i in zip(self._pks, self._ids) if pk not in done]
+            self._pks, self._ids = [pk for pk, _ in kept], [i for _, i in kept]
+            for pk in done:
+                self._id_set.discard(self._id_of.pop(pk))
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
         """Scores [n, k'] best first and their ids; k' = min(k, len(self)).
@@ -338,10 +376,14 @@ class MilvusIndex:
                     )
                 row_scores = np.array([hit["distance"] for hit in hits], dtype=np.float32)
                 row_pks = np.array([hit[_PK] for hit in hits], dtype=np.int64)
-                # Milvus orders equal scores arbitrarily; by position they rank as in FlatIndex
+                # Milvus orders equal scores arbitrarily; by key (insertion order) they rank as in FlatIndex
                 order = np.lexsort((row_pks, -row_scores))
                 scores[i], rows[i] = row_scores[order], row_pks[order]
-        return scores, [[self._ids[r] for r in row] for row in rows]
+        try:
+            return scores, [[self._id_of[pk] for pk in row] for row in rows.tolist()]
+        except KeyError as exc:
+            raise ArtifactError(f"{self._where} returned a vector with key {exc}, which this index does not hold "
+                                f"(the collection was changed by something else?); rebuild the index.") from None
 
     def _options(self) -> dict[str, Any]:
         options = {"index_type": self.index_type, "M": self.M, "ef_construction": self.ef_construction,
@@ -358,6 +400,8 @@ class MilvusIndex:
                 with _milvus_errors(self._where, "flush the collection"):
                     self._client.flush(self.collection)
             write_ids(tmp, self._ids)
+            if self._pks != list(range(len(self._pks))):
+                np.save(tmp / PKS_FILE, np.asarray(self._pks, dtype=np.int64))
             write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), self._options(), meta))
 
     def _copy_lite_db(self, target: Path) -> None:
@@ -410,7 +454,24 @@ class MilvusIndex:
             index.close()
             raise
         index._ids, index._id_set = ids, set(ids)
+        index._pks = index._read_pks(path, count)
+        index._id_of = dict(zip(index._pks, ids))
+        index._next_pk = max(index._pks, default=-1) + 1
         return index
+
+    @staticmethod
+    def _read_pks(path: str | os.PathLike, count: int) -> list[int]:
+        file = Path(path) / PKS_FILE
+        if not file.is_file():  # nothing was removed before the save: the keys are the positions
+            return list(range(count))
+        try:
+            pks = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ArtifactError(f"{file} cannot be read ({exc}); the index is damaged, rebuild it.") from None
+        if pks.shape != (count,) or len(np.unique(pks)) != count:
+            raise ArtifactError(f"{file} holds {pks.shape} keys for {count} ids, or repeats one; the index is damaged, "
+                                f"rebuild it.")
+        return pks.tolist()
 
     def _check_stored(self, path: str | os.PathLike, count: int) -> None:
         client = self._client

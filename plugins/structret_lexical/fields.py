@@ -1,5 +1,7 @@
 """BM25 per field of a function: its name, signature, the names it calls, its comments and
-strings, and its whole text, each an index of its own, scores added with a weight per field.
+strings, and its whole text, each an index of its own, scores added with a weight per field;
+and, where the function comes as a record (``format_document``), where it sits in its project:
+its file's path, the class (or type) it belongs to, and the names of the functions that call it.
 
 A query that names what a function does ("read the config file") matches the function's
 name and the names it calls more tellingly than a word somewhere in its body; one BM25
@@ -8,6 +10,11 @@ of BM25F (Robertson et al., 2004: "Simple BM25 extension to multiple weighted fi
 Pyserini's and Lucene's multi-field queries use. Fields are read from the code's text with
 patterns that hold across C-like languages, Python and Ruby (no parser: a retriever sees
 text), so a field can come out empty, and then adds nothing.
+
+The place fields are what semble and ripvec enrich a project's BM25 with (the file's stem and
+last directories) and a call graph read at fit time: a call is resolved by name within the
+documents fitted together, to a function of the caller's own file when one has that name, else
+to every function of that name (no import resolution: a retriever sees names, not modules).
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import numpy as np
 
 from structret_lexical.bm25 import BM25Retriever, _top
 
-FIELDS = ("name", "signature", "calls", "comments", "body")
+FIELDS = ("name", "signature", "calls", "comments", "body", "path", "scope", "callers")
+PATH_PARTS = 3  # the path field: the file's stem and the directories just above it
 OPTIONS_FILE = "fields.json"
 
 _CALL = re.compile(r"([A-Za-z_$][\w$]*)\s*\(")
@@ -46,17 +54,75 @@ def _first_line(code: str) -> str:
     return ""
 
 
-def split_fields(code: str) -> dict[str, str]:
-    """The fields of one function's text (each may be empty)."""
+def code_reading(code: str, *, path: str = "", func_name: str = "") -> str:
+    """A function as ``split_fields`` reads it with its place: its code, the file it is in and its
+    qualified name (``Class.method``), as JSON; a function without a place reads as its code."""
+    if not path and not func_name:
+        return code
+    return json.dumps({"code": code, "path": path, "func_name": func_name}, ensure_ascii=False)
+
+
+def _place(text: str) -> tuple[str, str, str]:
+    """(code, path, qualified name) of what ``code_reading`` wrote; any other text is code alone."""
+    if text.startswith('{"code": '):
+        try:
+            found = json.loads(text)
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and isinstance(found.get("code"), str):
+            return found["code"], str(found.get("path") or ""), str(found.get("func_name") or "")
+    return text, "", ""
+
+
+def path_words(path: str) -> str:
+    """The path field: the file's stem and the PATH_PARTS - 1 directories above it (``a/b/c/d.py``: ``b c d``)."""
+    parts = [p for p in re.split(r"[\\/]", path) if p]
+    if not parts:
+        return ""
+    parts[-1] = parts[-1].rsplit(".", 1)[0] if "." in parts[-1].lstrip(".") else parts[-1]
+    return " ".join(parts[-PATH_PARTS:])
+
+
+def split_fields(text: str) -> dict[str, str]:
+    """The fields of one function (each may be empty): its code, or what ``code_reading`` wrote. The
+    ``callers`` field needs the other functions, and is filled by the retriever's fit (``add_callers``)."""
+    code, path, func_name = _place(text)
     head = _first_line(code)
     found = _DEF.search(head) or _ASSIGNED.search(head)
+    # the name as the patterns read it, never the miner's: a function read with its place scores as its
+    # code alone does while the place fields weigh 0 (bm25-fields' default, tuned on the corpus' pools)
     name = found.group(1).rpartition(".")[2] if found else next(
         (m.group(1) for m in _CALL.finditer(head) if m.group(1) not in _KEYWORDS), "")
     rest = code[code.find(head) + len(head):] if head else code
     calls = [m.group(1) for m in _CALL.finditer(rest) if m.group(1) not in _KEYWORDS]
     comments = [m.group(0).strip("\"'`#/* \n") for m in _COMMENTS.finditer(rest)]
     return {"name": name, "signature": head, "calls": " ".join(calls), "comments": " ".join(comments),
-            "body": code}
+            "body": code, "path": path_words(path), "scope": func_name.rpartition(".")[0].replace(".", " "),
+            "callers": "", "file": path}
+
+
+def add_callers(split: list[dict[str, str]]) -> None:
+    """Fill each function's ``callers`` field with the names of the functions (of ``split``) that call it;
+    a call goes to the function of that name in the caller's own file if there is one, else to every
+    function of that name."""
+    anywhere: dict[str, list[int]] = {}
+    in_file: dict[tuple[str, str], list[int]] = {}
+    for n, fields in enumerate(split):
+        if fields["name"]:
+            anywhere.setdefault(fields["name"], []).append(n)
+            in_file.setdefault((fields["file"], fields["name"]), []).append(n)
+    callers: list[list[str]] = [[] for _ in split]
+    for n, fields in enumerate(split):
+        caller = fields["name"] or fields["scope"]
+        if not caller:
+            continue
+        for name in set(fields["calls"].split()):
+            same_file = in_file.get((fields["file"], name)) if fields["file"] else None
+            for callee in same_file or anywhere.get(name) or ():
+                if callee != n:
+                    callers[callee].append(caller)
+    for fields, names in zip(split, callers):
+        fields["callers"] = " ".join(names)
 
 
 def parse_weights(text: str | dict, *, name: str = "bm25-fields",
@@ -119,9 +185,17 @@ class FieldBM25Retriever:
         """One function's fields (``split_fields``): what a call graph is read from (its name, its calls)."""
         return split_fields(text)
 
+    def format_document(self, record: Any) -> str:
+        """A code record read with its place (``code_reading``: its file's path and qualified name); any
+        other record as its text. What ``fit`` reads for the path, scope and callers fields."""
+        return code_reading(record.text(), path=getattr(record, "path", "") or "",
+                            func_name=getattr(record, "func_name", "") or "")
+
     def _field_texts(self, docs: list[str]) -> dict[str, list[str]]:
         """Each field's text of every document, by field name."""
         split = [split_fields(doc) for doc in docs]
+        if self._weight("callers"):
+            add_callers(split)
         return {field: [parts[field] for parts in split] for field in FIELDS}
 
     def settings(self) -> str:
@@ -199,6 +273,22 @@ class FieldBM25Retriever:
             raise ValueError(f"{cls.name}: {directory} does not hold a saved index ({type(exc).__name__}: {exc}); "
                              f"rebuild it") from None
         return retriever
+
+
+class ProjectFieldBM25Retriever(FieldBM25Retriever):
+    """bm25-fields for searching one whole project (``structret index SRC``'s lexical side): the same
+    fields, and by default also the function's place in the project, its file's path, its class and
+    the names of its callers, weighted as they scored best on the whole-project benchmark's validation
+    projects (benchmarks/project_search.py). bm25-fields keeps the place fields at 0: in a pool of
+    many projects' functions (CodeSearchNet's) a path or a caller says little."""
+
+    name = "bm25-project"
+
+    def __init__(self, *, weights: str | dict = "name:1,signature:0.5,calls:0,comments:0.25,body:1,path:0.5,scope:1,"
+                 "callers:1", k1: float = 1.5, b: float = 0.75, method: str = "lucene",
+                 stopwords: str | list[str] | None = "en", lowercase: bool = True, split_identifiers: bool = True):
+        super().__init__(weights=weights, k1=k1, b=b, method=method, stopwords=stopwords, lowercase=lowercase,
+                         split_identifiers=split_identifiers)
 
 
 ITEM_FIELDS = ("title", "content", "aspects")

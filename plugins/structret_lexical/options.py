@@ -27,8 +27,18 @@ class BM25Fields(BM25):
     """Options of ``bm25-fields``: bm25's, applied to every field, and the fields' weights."""
 
     weights: str = "name:1,signature:0.5,calls:0,comments:0.25,body:1"
-    """FIELD:WEIGHT pairs over name, signature, calls, comments, body; score = sum of weight x the field's BM25.
-    The default scored best on the six-language corpus' validation split (benchmarks/tune_fields.py)."""
+    """FIELD:WEIGHT pairs over name, signature, calls, comments, body, and the place fields a function read as a
+    record has (path: its file's stem and last directories; scope: its class or type; callers: the names of the
+    functions calling it); score = sum of weight x the field's BM25. The default scored best on the six-language
+    corpus' validation split (benchmarks/tune_fields.py)."""
+
+
+class BM25Project(BM25):
+    """Options of ``bm25-project``: bm25-fields' with the place fields weighed in."""
+
+    weights: str = "name:1,signature:0.5,calls:0,comments:0.25,body:1,path:0.5,scope:1,callers:1"
+    """FIELD:WEIGHT over bm25-fields' fields. The default (path, scope and callers added to bm25-fields') scored
+    best on the whole-project benchmark's validation projects (benchmarks/project_search.py)."""
 
 
 class BM25ItemFields(BM25):

@@ -187,9 +187,31 @@ class Candidates:
     where: dict[str, tuple[str, int]]  # doc id -> (path, last line)
     functions: int = 0
     prior: dict[str, float] = field(default_factory=dict)  # doc id -> call-graph prior in [0, 1]
+    # the lexical side per field, unweighted: field -> [queries, documents] scores, documents in
+    # ``lexical_ids``' order (``candidates(fields=...)``), so any field weights are scored without a refit
+    fields: dict[str, Any] = field(default_factory=dict)
+    lexical_ids: list[str] = field(default_factory=list)
+    depth: int = 1000
 
-    def ranks(self, fusion: Any, *, coherence: float = 0.0, prior: float = 0.0) -> list[int | None]:
-        """The answer's rank (1-based) under ``fusion`` within the top CUTOFF, None beyond.
+    def weighted(self, weights: dict[str, float]) -> list[tuple[list[str], Any]]:
+        """Each query's lexical top ``depth`` under field ``weights`` (from ``fields``)."""
+        import numpy as np  # kept out of import structret.api
+
+        missing = [f for f, w in weights.items() if w and f not in self.fields]
+        if missing:
+            raise DataError(f"no scores of the fields {missing}: pass them to candidates(fields=...)")
+        rows = sum(w * self.fields[f] for f, w in weights.items() if w)
+        k = min(self.depth, rows.shape[1])
+        top = np.argpartition(-rows, k - 1, axis=1)[:, :k]
+        order = np.argsort(-np.take_along_axis(rows, top, axis=1), axis=1, kind="stable")
+        top = np.take_along_axis(top, order, axis=1)
+        return [([self.lexical_ids[p] for p in row], scores)
+                for row, scores in zip(top, np.take_along_axis(rows, top, axis=1))]
+
+    def ranks(self, fusion: Any, *, coherence: float = 0.0, prior: float = 0.0,
+              weights: dict[str, float] | None = None) -> list[int | None]:
+        """The answer's rank (1-based) under ``fusion`` within the top CUTOFF, None beyond; the lexical side
+        the index's, or with field ``weights`` its fields re-weighted (``weighted``).
 
         ``coherence`` and ``prior`` re-order the fused top RERANK_DEPTH, their scores first mapped onto
         [0, 1] within the query (so the strengths mean the same for every fusion method): a hit gains
@@ -200,7 +222,8 @@ class Candidates:
 
         fusion = parse(fusion)
         ranks: list[int | None] = []
-        for answer, dense, lexical in zip(self.answers, self.dense, self.lexical):
+        lexical_lists = self.lexical if weights is None else self.weighted(weights)
+        for answer, dense, lexical in zip(self.answers, self.dense, lexical_lists):
             hits = fuse_lists(lexical, dense, fusion, RERANK_DEPTH if coherence or prior else CUTOFF)
             order = [h.doc for h in hits]
             if coherence or prior:
@@ -261,10 +284,12 @@ def metrics(ranks: Sequence[int | None]) -> dict[str, float]:
 
 
 def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexical: str, depth: int = 1000,
-               show_progress: bool = False) -> Candidates:
+               show_progress: bool = False, fields: Sequence[str] = ()) -> Candidates:
     """Index ``prepared/src`` with ``index_source`` (``model``, ``lexical``) into ``index_dir`` and keep each
     query's dense and lexical top ``depth``; the call-graph prior too (``call_graph_prior``) when the
-    lexical retriever reads a function's fields (its ``split``: bm25-fields does)."""
+    lexical retriever reads a function's fields (its ``split``: bm25-fields does). ``fields``: field
+    names of a retriever with ``field_scores`` (bm25-fields), each scored alone on the index's readings
+    of the functions, so ``ranks(weights=...)`` tries field weights without indexing again."""
     prepared = Path(prepared)
     queries = read_queries(prepared)
     copy = (prepared / "src").resolve()
@@ -282,7 +307,16 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
     deep = min(depth, len(index))
     dense_scores, dense_ids = index.index.search(vectors, deep)
     lexical_scores, positions = index.lexical.search(texts, min(depth, len(index.lexical_ids)))
+    per_field = {}
+    if fields:
+        options = {k: v for k, v in (index.meta["lexical"].get("options") or {}).items() if k != "weights"}
+        probe = get_registry().create("retriever", index.meta["lexical"]["retriever"],
+                                      weights=",".join(f"{f}:1" for f in fields), **options)
+        readings = index.load_readings() or {}
+        probe.fit([readings.get(i, (index.texts or {}).get(i, "")) for i in index.lexical_ids])
+        per_field = probe.field_scores(texts)
     return Candidates(prepared.name, [(q["path"], q["end"]) for q in queries],
                       [([str(i) for i in ids], scores) for scores, ids in zip(dense_scores, dense_ids)],
                       [([index.lexical_ids[p] for p in pos], scores) for scores, pos in zip(lexical_scores, positions)],
-                      where, built.functions, call_graph_prior(index.texts or {}, split) if split else {})
+                      where, built.functions, call_graph_prior(index.texts or {}, split) if split else {},
+                      per_field, list(index.lexical_ids), depth)

@@ -41,7 +41,8 @@ from structret.errors import ArtifactError, DataError, StructretError
 from structret.mining import Job, mine, mine_file
 from structret.models import Model, ModelChoice, load_model
 from structret.registry import get_registry
-from structret.search_index import build_index, load_index
+from structret.index_build import build_index, lexical_reader
+from structret.search_index import load_index
 from structret.source_files import FORMAT, read_manifest, rel_of, scan, sha256, write_manifest
 
 # a change touching more files than this share (and at least _REBUILD_MIN of them) is mined from scratch,
@@ -123,6 +124,10 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         model_identity = choice.identity() if choice is not None else {"load": str(model)}
     request = {"model": model_identity, "kind": kind, "metric": metric, "lexical": lexical,
                "fusion": _spec(fusion), "index_options": {k: index_options[k] for k in sorted(index_options)}}
+    if lexical and lexical_reader(lexical) is not None:
+        # the lexical side reads each function with its place (SearchIndex.readings): an index built before
+        # it kept them has none for its unchanged functions, so it is built again, once
+        request["lexical_reads"] = "records"
 
     with update_lock(out):
         files = scan(source)
@@ -191,6 +196,9 @@ def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], requ
     languages = sorted({language for language, _, _ in files.values()})
     ids: list[str] = []
     texts: list[str] = []
+    # how the lexical side reads a function (bm25-fields: with its file and class), if its own way
+    reader = lexical_reader(lexical) if lexical else None
+    readings: list[str] = []
     by_file: dict[str, list[str]] = {rel: [] for rel in files}
     model = the_model()
     with tempfile.TemporaryDirectory(prefix="structret-source-") as tmp:
@@ -200,6 +208,8 @@ def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], requ
             for doc_id, record in dataset.corpus.items():
                 ids.append(doc_id)
                 texts.append(model.text(record, "document"))
+                if reader is not None:
+                    readings.append(reader(record))
                 rel = rel_of(doc_id, source)
                 if rel in by_file:
                     by_file[rel].append(doc_id)
@@ -216,7 +226,7 @@ def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], requ
     if fusion is None and lexical:  # a trained run's recipe carries the fusion chosen on validation with it
         fusion = model.recipe.get("fusion") or None
     built = build_index(model, vectors=vectors, ids=ids, texts=texts, kind=kind, metric=metric, lexical=lexical,
-                        fusion=fusion, **index_options)
+                        fusion=fusion, readings=readings if reader is not None else None, **index_options)
     built.meta["source"] = {"path": str(source), "languages": result.languages}
     manifest = {"format": FORMAT, "root": str(source), "request": request,
                 "files": {rel: {"language": language, "size": size, "mtime_ns": mtime,
@@ -287,6 +297,8 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
     model = the_model()
     add_ids: list[str] = []
     add_texts: list[str] = []
+    reader = lexical_reader(lexical) if lexical else None
+    add_readings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="structret-source-") as tmp:
         for language, rows in rows_by_language.items():
             file = Path(tmp) / f"{language}.jsonl.gz"
@@ -298,6 +310,8 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
                     mined[owner].append(doc_id)
                 add_ids.append(doc_id)
                 add_texts.append(model.text(record, "document"))
+                if reader is not None:
+                    add_readings.append(reader(record))
     remove = [i for rel in [*mined, *gone] for i in (known.get(rel) or {}).get("ids", [])]
     if sum(len(e["ids"]) for e in entries.values()) == 0:
         raise DataError(f"the miners found no function left in the files under {source}; the index at {out} "
@@ -325,7 +339,8 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
     manifest = {**previous, "files": entries}
     try:
         apply_update(found, out, add_ids, vectors, add_texts, remove, f"{source} (files changed since the last run)",
-                     extra=lambda staged: write_manifest(staged, manifest))
+                     extra=lambda staged: write_manifest(staged, manifest),
+                     readings=add_readings if reader is not None else None)
     finally:
         close = getattr(found.index, "close", None)
         if close is not None:

@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from structret.artifacts import META_FILE, atomic_dir
 from structret.contracts import optional
-from structret.search_index import SearchIndex, _TextsOrigin, documents_of, load_index
+from structret.index_build import documents_of, lexical_reader
+from structret.search_index import SearchIndex, _TextsOrigin, load_index
 from structret.errors import StructretError
 
 
@@ -100,23 +101,30 @@ def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, sh
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
             f"that can (flat, hnsw, usearch; 'structret plugins --kind index'), or rebuild it without those documents."
         )
-    ids, vectors, texts = _to_add(found, path, add, split, batch_size, verify, show_progress) if add is not None \
-        else ([], None, None)
+    ids, vectors, texts, readings = _to_add(found, path, add, split, batch_size, verify, show_progress) \
+        if add is not None else ([], None, None, None)
     if ids and found.lexical is not None and (texts is None or any(t is None for t in texts)):
         raise StructretError(f"the index at {path} is hybrid: its lexical side needs every added document's text, "
                              f"and {add} has none for some; add a FORMAT:PATH dataset, or an encode folder with "
                              f"texts.")
-    apply_update(found, path, ids, vectors, texts, remove, str(add) if add is not None else None)
+    apply_update(found, path, ids, vectors, texts, remove, str(add) if add is not None else None, readings=readings)
 
 
 def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str], vectors: Any,
                  texts: Sequence[str | None] | None, remove: Sequence[str], source: str | None,
-                 extra: Callable[[Path], None] | None = None) -> None:
-    """Remove ``remove``, then add ``ids`` (their ``vectors`` and ``texts``), refit the lexical side,
-    and swap the result in at ``path`` in one rename; ``extra(staged)`` writes more files into the new
-    folder before it is sealed (checksummed with the rest). The caller holds ``update_lock``."""
+                 extra: Callable[[Path], None] | None = None, readings: Sequence[str] | None = None) -> None:
+    """Remove ``remove``, then add ``ids`` (their ``vectors`` and ``texts``; ``readings``: how the
+    lexical side reads them, SearchIndex.readings), refit the lexical side, and swap the result in at
+    ``path`` in one rename; ``extra(staged)`` writes more files into the new folder before it is sealed
+    (checksummed with the rest). The caller holds ``update_lock``."""
     from structret.indexing import IndexInputError  # numpy: kept out of import structret.api
 
+    kept_readings = found.load_readings() if found.lexical is not None else None
+    if remove and kept_readings is not None:
+        for i in remove:
+            kept_readings.pop(i, None)
+    if readings is not None and found.lexical is not None:
+        found.readings = (kept_readings or {}) | dict(zip(ids, readings))
     if remove:
         remove_ids = optional("index", found.index, "remove")
         assert remove_ids is not None  # the caller checked that this kind of index can remove
@@ -124,6 +132,9 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
         if found.texts is not None:
             for i in remove:
                 found.texts.pop(i, None)
+            # the saved texts files hold the removed texts: written anew, never linked. (Their ids alone
+            # cannot tell: an id removed and added again, an edited function, sits where it was.)
+            found._texts_origin = None
     if ids:
         try:
             found.index.add(list(ids), vectors)
@@ -145,7 +156,8 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
 
 
 def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
-    """(ids, vectors, texts or None) of what ``add`` names, made by the index's model."""
+    """(ids, vectors, texts or None, readings or None) of what ``add`` names, made by the index's model; the
+    readings (SearchIndex.readings) when a lexical side reads a dataset's records its own way."""
     from structret.indexing import check_same_model  # numpy: kept out of import structret.api
 
     if os.path.isdir(add) and (os.path.isfile(os.path.join(add, META_FILE))
@@ -159,7 +171,7 @@ def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progr
         ids = [i for part in parts for i in part.ids()]
         vectors = np.concatenate([np.asarray(part.vectors()) for part in parts])
         by_id = {i: t for part in parts for i, t in read_index_texts(part.path, verify=verify)[0].items()}
-        return ids, vectors, [by_id.get(i) for i in ids] if by_id else None
+        return ids, vectors, [by_id.get(i) for i in ids] if by_id else None, None
     if isinstance(add, os.PathLike) or ":" not in str(add):
         raise StructretError(f"cannot add {add}: give the output folder of 'structret encode' or a FORMAT:PATH "
                              f"dataset spec (e.g. codesearchnet:new.jsonl.gz).")
@@ -168,4 +180,5 @@ def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progr
     ids = list(dataset.corpus)
     texts = [model.text(r, "document") for r in dataset.corpus.values()]
     vectors = model.backbone.encode(texts, kind="document", batch_size=batch_size, show_progress=show_progress)
-    return ids, vectors, texts
+    reader = lexical_reader(found.meta["lexical"]["retriever"]) if found.lexical is not None else None
+    return ids, vectors, texts, [reader(r) for r in dataset.corpus.values()] if reader is not None else None

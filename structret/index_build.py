@@ -1,0 +1,134 @@
+"""Building a search index: documents (a dataset, or vectors with ids and texts) encoded by a model
+into an index plugin, with a lexical side if asked; ``structret encode``'s output indexed."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+from structret import defaults
+from structret.contracts import optional
+from structret.datasets import dataset_split, require
+from structret.errors import StructretError
+from structret.models import Model
+from structret.records import Dataset
+from structret.registry import get_registry
+from structret.search_index import SearchIndex
+
+
+def _model_meta(model: Model | None) -> dict[str, Any]:
+    if model is None:
+        return {"model": None}
+    return {"model": model.name, "backbone": model.backbone_name, "model_override": model.model}
+
+
+def _new_index(kind: str, dim: int, metric: str, options: dict[str, Any]):
+    return get_registry().create("index", kind, int(dim), metric=metric, **options)
+
+
+def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = defaults.INDEX,
+                metric: str = "ip", batch_size: int = 32, show_progress: bool = True, ids: Sequence[str] | None = None,
+                texts: Sequence[str] | None = None, vectors: Any = None, lexical: str | None = None,
+                fusion: Any = None, readings: Sequence[str] | None = None, **index_options: Any) -> SearchIndex:
+    """A search index of ``data``'s documents encoded by ``model``.
+
+    ``data``: a Dataset, a ``"FORMAT:PATH"`` spec (read with ``split``), or a ``[n, dim]``
+    array of vectors with ``ids=`` (one per row) and optionally ``texts=``; vectors may also
+    be passed as ``vectors=`` (then ``model`` may be None, and search needs a model).
+    ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it.
+    ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
+    search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None for the default).
+    A lexical retriever that reads records its own way (``format_document``: bm25-fields reads a
+    function with its file and class) reads a dataset's records so; with vectors, ``readings=``
+    gives those readings (one per id; ``lexical_reader``), else it reads the texts.
+    """
+    built = _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors, index_options,
+                   lexical_reader(lexical) if lexical is not None else None)
+    if readings is not None:
+        if isinstance(data, (str, Dataset)):
+            raise StructretError("readings= go with vectors and ids; a dataset's records are read by the lexical side.")
+        if len(readings) != len(built.texts or ()):
+            raise StructretError(f"got {len(readings)} readings for {len(built.texts or ())} texts; give one per id.")
+        built.readings = dict(zip(built.texts or {}, readings))
+    if lexical is not None:
+        built.add_lexical(lexical, fusion)
+    elif fusion is not None:
+        raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")
+    return built
+
+
+def lexical_reader(name: str) -> Callable[[Any], str] | None:
+    """How the registered lexical retriever ``name`` reads a record (its ``format_document``), or None when
+    it reads documents' texts."""
+    reader = optional("retriever", get_registry().create("retriever", name), "format_document")
+    return reader if callable(reader) else None
+
+
+def _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors,
+           index_options, reader=None) -> SearchIndex:
+    if vectors is None and data is not None and not isinstance(data, (str, Dataset)):
+        data, vectors = None, data
+    if vectors is not None:
+        if data is not None:
+            raise StructretError("build_index: give documents (a Dataset or FORMAT:PATH) or vectors, not both.")
+        if ids is None:
+            raise StructretError("build_index from vectors needs ids=, one per vector.")
+        import numpy as np  # numpy: kept out of import structret.api
+
+        array = np.asarray(vectors)
+        if array.ndim != 2:
+            raise StructretError(f"vectors must be a 2-d array [n, dim], got shape {array.shape}.")
+        if texts is not None and len(texts) != len(ids):
+            raise StructretError(f"got {len(texts)} texts for {len(ids)} ids; give one text per id, or none.")
+        index = _new_index(kind, array.shape[1], metric, index_options)
+        index.add(list(ids), array)
+        kept = dict(zip(map(str, ids), texts)) if texts is not None else None
+        return SearchIndex(index, meta=_model_meta(model) | {"index": kind}, texts=kept, model=model)
+    if model is None:
+        raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)).")
+    if ids is not None or texts is not None:
+        raise StructretError("ids= and texts= go with vectors; a dataset brings its own.")
+    dataset = documents_of(data, split)
+    doc_ids = list(dataset.corpus)
+    doc_texts = [model.text(r, "document") for r in dataset.corpus.values()]
+    encoded = model.backbone.encode(doc_texts, kind="document", batch_size=batch_size, show_progress=show_progress)
+    index = _new_index(kind, encoded.shape[1], metric, index_options)
+    index.add(doc_ids, encoded)
+    built = SearchIndex(index, meta=_model_meta(model) | {"index": kind}, texts=dict(zip(doc_ids, doc_texts)),
+                        model=model)
+    if reader is not None:
+        built.readings = {i: reader(r) for i, r in dataset.corpus.items()}
+    return built
+
+
+def documents_of(data: Any, split: str | None):
+    """A Dataset with documents: ``data`` (read again for another ``split``), or read from a spec."""
+    if data is None:
+        raise StructretError("build_index: no documents; give a Dataset, a FORMAT:PATH spec or vectors with ids=.")
+    dataset = dataset_split(data, split)
+    # an empty index would answer every search with nothing
+    require(dataset, "documents", spec=data if isinstance(data, str) else "", split=split)
+    return dataset
+
+
+def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, kind: str = defaults.INDEX,
+                     metric: str = "ip", verify: bool = True, **index_options: Any) -> tuple[int, int]:
+    """Index the output of ``structret encode`` (one folder, or every shard of one corpus, in
+    order) into ``out``, with the texts; return (vectors, parts). Shards are read one at a time,
+    so the corpus need not fit in memory twice."""
+    from structret.embeddings import collect_parts, concatenate_texts  # numpy: kept out of import structret.api
+
+    parts = collect_parts(paths, verify=verify)
+    meta = parts[0].meta
+    index = _new_index(kind, int(meta["dim"]), metric, index_options)
+    count = 0
+    for part in parts:
+        ids = part.ids()
+        index.add(ids, part.vectors())
+        count += len(ids)
+    # "embeddings": what a rebuild starts from, for the messages about a damaged index
+    index.save(str(out), meta={"model": meta["model"], "backbone": meta["backbone"],
+                               "model_override": meta.get("model_override"), "embeddings": [str(p) for p in paths]})
+    # the texts travel with the index (listed in its checksums) so a search can show what it found
+    concatenate_texts(parts, out)
+    return count, len(parts)
