@@ -219,7 +219,8 @@ def write_texts(directory: str | os.PathLike, ids: Sequence[str], texts: Sequenc
     name = f"texts.{segment:05d}.jsonl.gz" if segment else TEXTS_FILE
     final = Path(directory) / name
     partial = final.with_name(f"{name}.{os.getpid()}.part")
-    with gzip.open(partial, "wt", encoding="utf-8") as f:
+    # level 6 (zlib's default): 1% larger than gzip's 9 and 3x faster to write, on every update of an index
+    with gzip.open(partial, "wt", encoding="utf-8", compresslevel=6) as f:
         for i, t in zip(ids, texts):
             f.write(json.dumps({"id": i, "text": t}) + "\n")
     os.replace(partial, final)

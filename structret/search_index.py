@@ -227,7 +227,8 @@ class SearchIndex:
         (directory / LEXICAL_IDS).write_text(json.dumps(self.lexical_ids, ensure_ascii=False), encoding="utf-8")
         readings = self.load_readings()
         if readings:
-            with gzip.open(directory / LEXICAL_READINGS, "wt", encoding="utf-8") as rows:
+            # level 1: written on every update and read only to refit; level 9 took 0.75 s of a 3 s refresh
+            with gzip.open(directory / LEXICAL_READINGS, "wt", encoding="utf-8", compresslevel=1) as rows:
                 for i in self.lexical_ids:  # in the lexical side's order, each the text when it has none
                     rows.write(json.dumps(readings.get(i, (self.texts or {}).get(i, "")), ensure_ascii=False) + "\n")
         if checksummed(path, "structret.json"):  # sealed already (not inside atomic_dir): list the new files

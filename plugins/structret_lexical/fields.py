@@ -211,10 +211,14 @@ class FieldBM25Retriever:
             raise ValueError(f"{self.name}: cannot index an empty corpus; fit() needs at least one document")
         self._fields = {}
         retriever: BM25Retriever | None
+        words: dict[str, tuple[str, ...]] = {}
         for field, texts in self._field_texts(docs).items():
             if not self._weight(field):
                 continue
             retriever = BM25Retriever(**self._bm25_options)
+            # the fields read their words alike (the same options), and most recur across fields (a name
+            # in the signature, the body and its callers'): each is split into tokens once
+            retriever._word_tokens = words
             try:
                 retriever.fit(texts)
             except ValueError:  # no document has a word in this field: it adds nothing

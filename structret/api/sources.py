@@ -124,10 +124,11 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         model_identity = choice.identity() if choice is not None else {"load": str(model)}
     request = {"model": model_identity, "kind": kind, "metric": metric, "lexical": lexical,
                "fusion": _spec(fusion), "index_options": {k: index_options[k] for k in sorted(index_options)}}
-    if lexical and lexical_reader(lexical) is not None:
-        # the lexical side reads each function with its place (SearchIndex.readings): an index built before
-        # it kept them has none for its unchanged functions, so it is built again, once
-        request["lexical_reads"] = "records"
+    if lexical:
+        # a lexical side may read each function with its place (SearchIndex.readings): an index built before
+        # indexes kept those readings has none for its unchanged functions, so it is built again, once.
+        # Not asked of the retriever: that imports it, a tenth of an unchanged re-run
+        request["readings"] = 1
 
     with update_lock(out):
         files = scan(source)
