@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -350,3 +351,18 @@ def test_remove_on_a_server_collection_survives_save_and_load(tmp_path, indexes,
             loaded.close()
     finally:
         pymilvus.MilvusClient(uri=server, token=os.environ.get("STRUCTRET_MILVUS_TOKEN", "")).drop_collection(name)
+
+
+@needs_milvus
+def test_a_killed_process_working_copy_is_swept_by_the_next_one(tmp_path, indexes, monkeypatch):
+    import structret_indexes.milvus as milvus
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f"{milvus.WORKDIR_PREFIX}{int(dead.stdout)}-abc123"  # a process that exited without cleaning
+    (left / milvus.DB_DIR).mkdir(parents=True)
+    mine = tmp_path / f"{milvus.WORKDIR_PREFIX}{os.getpid()}-live"  # this process's: in use
+    mine.mkdir()
+    index = indexes(8)
+    assert not left.exists() and mine.exists()
+    assert Path(index._state["workdir"]).name.startswith(f"{milvus.WORKDIR_PREFIX}{os.getpid()}-")

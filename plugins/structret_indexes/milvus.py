@@ -106,6 +106,31 @@ def _milvus_errors(where: str, doing: str) -> Iterator[None]:
         raise MilvusError(f"Milvus at {where} failed to {doing}: {exc}") from None
 
 
+WORKDIR_PREFIX = "structret-milvus-"
+
+
+def _working_copy() -> Path:
+    """A new private folder for Lite's engine, named for this process; first, the folders of processes
+    that died without releasing theirs (killed: no finalizer ran) are deleted, so a killed
+    ``structret serve`` does not leave a copy of its index behind each time."""
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = stale.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (PermissionError), or a platform without signal 0: kept
+        return True
+    return True
+
+
 def _release(state: dict) -> None:
     """Close the connection and, for Lite, stop its engine and delete the working copy."""
     client = state.pop("client", None)
@@ -215,7 +240,7 @@ class MilvusIndex:
         pymilvus = _pymilvus(lite=self.uri is None)
         if self.uri is None:
             if lite_db is None:
-                workdir = Path(tempfile.mkdtemp(prefix="structret-milvus-"))
+                workdir = _working_copy()
                 lite_db = workdir / DB_DIR
                 self._state["workdir"] = str(workdir)
             self._state["db"] = str(lite_db)
@@ -437,7 +462,7 @@ class MilvusIndex:
             saved = Path(path) / DB_DIR
             if not saved.is_dir():
                 raise ArtifactError(f"{saved} is missing; the index is incomplete, rebuild it.")
-            workdir = Path(tempfile.mkdtemp(prefix="structret-milvus-"))
+            workdir = _working_copy()
             index._state["workdir"] = str(workdir)
             # a private copy: the engine writes to its directory, and the saved index must stay as saved
             shutil.copytree(saved, workdir / DB_DIR)
