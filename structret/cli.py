@@ -386,7 +386,7 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--remove", "remove", multiple=True, metavar="ID",
               help="Update the index in --out: remove the document ID, repeatable; @FILE reads ids from FILE, one "
                    "a line. Removed before --add adds, so removing and adding an id replaces it. Needs an index "
-                   "that can remove (flat, hnsw, usearch).")
+                   "that can remove (flat, hnsw, usearch, milvus).")
 @click.option("--lexical", metavar="RETRIEVER",
               help="Also index the texts with this lexical retriever (bm25) and fuse it with the vectors in every "
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")

@@ -45,6 +45,9 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     built = _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors, index_options,
                    lexical_reader(lexical) if lexical is not None else None)
     if readings is not None:
+        if lexical is None or lexical_reader(lexical) is None:
+            raise StructretError(f"readings= are how a lexical side that reads records its own way (format_document) "
+                                 f"reads each document; {'give lexical= too' if lexical is None else repr(lexical) + ' reads texts'}.")
         if isinstance(data, (str, Dataset)):
             raise StructretError("readings= go with vectors and ids; a dataset's records are read by the lexical side.")
         if len(readings) != len(built.texts or ()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import zlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +80,13 @@ class SearchIndex:
         if not all(callable(optional("retriever", retriever, member)) for member in ("search", "save", "load")):
             raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
                                  f"k), save(directory) and load(directory) (structret/contracts.py).")
+        readings = self.load_readings() or {}  # matched to the saved lexical_ids first: they are about to change
+        if self.meta.get("lexical") and self.meta["lexical"].get("retriever") != name:
+            readings = {}  # another retriever's reading of a record is not this one's
+        if readings and optional("retriever", retriever, "format_document") is None:
+            readings = {}  # a retriever that reads texts: the readings of another's would be read as text
+        self.readings = readings or None
         self.lexical_ids = list(self.texts)
-        readings = self.load_readings() or {}
         # a document added without a record (from vectors and texts) reads as its text
         retriever.fit([readings.get(i, text) for i, text in self.texts.items()])
         self.lexical = retriever
@@ -91,10 +97,14 @@ class SearchIndex:
         if self.readings is None and self._readings_file is not None:
             try:
                 with gzip.open(self._readings_file, "rt", encoding="utf-8") as rows:
-                    self.readings = dict(zip(self.lexical_ids, map(json.loads, rows)))
-            except (OSError, EOFError, ValueError) as exc:
+                    read = [json.loads(row) for row in rows]
+            except (OSError, EOFError, ValueError, zlib.error) as exc:
                 raise ArtifactError(f"{self._readings_file}: the lexical side's readings cannot be read ({exc}); "
                                     f"rebuild the index.") from None
+            if len(read) != len(self.lexical_ids):
+                raise ArtifactError(f"{self._readings_file}: {len(read)} readings for {len(self.lexical_ids)} documents; "
+                                    f"the index is damaged, rebuild it.")
+            self.readings = dict(zip(self.lexical_ids, read))
             self._readings_file = None
         return self.readings
 

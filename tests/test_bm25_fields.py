@@ -213,6 +213,12 @@ def test_an_index_of_items_gives_its_lexical_side_their_aspects_and_keeps_them_a
 
     with pytest.raises(StructretError, match="readings= go with vectors"):
         structret.build_index(model, data, lexical="bm25-item-fields", readings=["x", "y"])
+    vectors = model.backbone.encode(["a", "b"], kind="document", show_progress=False)
+    with pytest.raises(StructretError, match="'bm25' reads texts"):
+        structret.build_index(model, vectors, ids=["a", "b"], texts=["a", "b"], lexical="bm25", readings=["x", "y"])
+    updated.add_lexical("bm25")  # another retriever: the item readings are not its documents
+    assert updated.readings is None
+    assert updated.lexical.score(["graphics"])[0].max() == 0  # the texts hold no aspect
 
 
 def test_an_update_from_a_dataset_gives_the_added_functions_their_place(tmp_path, fresh_registry):

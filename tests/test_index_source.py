@@ -239,7 +239,9 @@ def test_a_function_edited_in_place_shows_its_new_text(project, tmp_path, tiny_b
     saved texts must be the new ones (they were once linked from the old files, ids alike)."""
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
-    (project / "web" / "util.js").write_text(JAVASCRIPT.replace("debounce(fn, wait)", "debounced(fn, delay)"))
+    # _tiny is the index's last function (javascript is mined before python): the one place where the
+    # re-added id sat where it was, and the old texts files were linked with its old text
+    (project / "config.py").write_text(PYTHON.replace("def _tiny(x):\n    return x", "def _tiny(y):\n    return y"))
     assert "1 of 2 files mined" in _index(project, tmp_path, tiny_bert_dir)
-    found = run("search", tmp_path / "idx", "debounce", "-k", "4", "--json").stdout
-    assert "debounced(fn, delay)" in found and "debounce(fn, wait)" not in found
+    found = run("search", tmp_path / "idx", "tiny", "-k", "4", "--json").stdout
+    assert "def _tiny(y)" in found and "def _tiny(x)" not in found

@@ -274,6 +274,14 @@ def test_removed_ids_stay_gone_through_save_and_load_and_may_come_back(tmp_path,
         assert "doc0" not in loaded.search(stored[:1], 29)[1][0]
     finally:
         loaded.close()
+    index.remove(["doc3", "doc29"])  # the two highest keys: never handed out again, across a save too
+    index.save(tmp_path / "again")
+    again = load_index(tmp_path / "again")
+    try:
+        again.add(["new"], stored[:1])
+        assert again._pks[-1] == 31 and again.search(stored[:1], 1)[1][0][0] in ("doc0", "new")
+    finally:
+        again.close()
     np.save(tmp_path / "idx" / milvus.PKS_FILE, np.zeros(29, dtype=np.int64))
     with pytest.raises(ArtifactError, match="repeats one; the index is damaged"):
         milvus.MilvusIndex._read_pks(tmp_path / "idx", 29)

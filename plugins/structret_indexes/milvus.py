@@ -326,6 +326,12 @@ class MilvusIndex:
         if self.metric == "cosine":
             vectors = normalize_rows(vectors)
         start, step = self._next_pk, self._rows_per_request()
+        if self.uri is not None:
+            # rows an interrupted update left on the server under keys this index has not handed out (its
+            # folder was never swapped in) would come back under no id, and a server keeps both copies of
+            # a key inserted twice; a Lite working copy dies with its process
+            with _milvus_errors(self._where, "clear keys not yet handed out"):
+                self._client.delete(self.collection, filter=f"{_PK} >= {start}")
         try:
             for offset in range(0, len(vectors), step):
                 rows = [{_PK: start + offset + i, _VECTOR: vector}
@@ -412,7 +418,7 @@ class MilvusIndex:
 
     def _options(self) -> dict[str, Any]:
         options = {"index_type": self.index_type, "M": self.M, "ef_construction": self.ef_construction,
-                   "ef": self.ef, "nlist": self.nlist, "nprobe": self.nprobe}
+                   "ef": self.ef, "nlist": self.nlist, "nprobe": self.nprobe, "next_pk": self._next_pk}
         if self.uri is not None:
             options.update(uri=self.uri, db_name=self.db_name, collection=self.collection)
         return options
@@ -481,7 +487,8 @@ class MilvusIndex:
         index._ids, index._id_set = ids, set(ids)
         index._pks = index._read_pks(path, count)
         index._id_of = dict(zip(index._pks, ids))
-        index._next_pk = max(index._pks, default=-1) + 1
+        # keys are never handed out twice, also after the highest ones were removed and the index saved
+        index._next_pk = max(max(index._pks, default=-1) + 1, int(options.get("next_pk") or 0))
         return index
 
     @staticmethod

@@ -33,7 +33,7 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
     ``add``: the output folder of ``structret encode`` (vectors made by the index's model), or a
     ``FORMAT:PATH`` dataset spec (read with ``split``) whose documents the index's recorded model
     encodes. ``remove``: ids the index holds; removing and adding the same id replaces its
-    document. Removing needs an index kind with ``remove`` (flat, hnsw, usearch). The updated index,
+    document. Removing needs an index kind with ``remove`` (flat, hnsw, usearch, milvus). The updated index,
     texts and checksums are written beside the old one and swapped in with one rename, so an
     interrupted update leaves the previous index whole. Updates of one index take turns: each
     holds ``.NAME.lock`` beside it from reading the index to the swap, so a second update (another
@@ -99,7 +99,7 @@ def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, sh
     if remove and optional("index", found.index, "remove") is None:
         raise StructretError(
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
-            f"that can (flat, hnsw, usearch; 'structret plugins --kind index'), or rebuild it without those documents."
+            f"that can (flat, hnsw, usearch, milvus; 'structret plugins --kind index'), or rebuild it without those documents."
         )
     ids, vectors, texts, readings = _to_add(found, path, add, split, batch_size, verify, show_progress) \
         if add is not None else ([], None, None, None)
