@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from structret import defaults
-from structret.artifacts import add_to_checksums, checksummed, read_meta, verified
+from structret.artifacts import add_to_checksums, checksummed, read_meta, rebuild_hint, verified
 from structret.contracts import Index, optional
 from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
@@ -100,10 +100,10 @@ class SearchIndex:
                     read = [json.loads(row) for row in rows]
             except (OSError, EOFError, ValueError, zlib.error) as exc:
                 raise ArtifactError(f"{self._readings_file}: the lexical side's readings cannot be read ({exc}); "
-                                    f"rebuild the index.") from None
+                                    f"rebuild the index: {rebuild_hint(self._readings_file.parent.parent)}.") from None
             if len(read) != len(self.lexical_ids):
                 raise ArtifactError(f"{self._readings_file}: {len(read)} readings for {len(self.lexical_ids)} documents; "
-                                    f"the index is damaged, rebuild it.")
+                                    f"the index is damaged. Rebuild it: {rebuild_hint(self._readings_file.parent.parent)}.")
             self.readings = dict(zip(self.lexical_ids, read))
             self._readings_file = None
         return self.readings

@@ -124,7 +124,8 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
         for i in remove:
             kept_readings.pop(i, None)
     if readings is not None and found.lexical is not None:
-        found.readings = (kept_readings or {}) | dict(zip(ids, readings))
+        found.readings = kept_readings if kept_readings is not None else {}
+        found.readings.update(zip(ids, readings))
     if remove:
         remove_ids = optional("index", found.index, "remove")
         assert remove_ids is not None  # the caller checked that this kind of index can remove
