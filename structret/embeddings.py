@@ -19,13 +19,11 @@ once its shard is assembled.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import re
 import shutil
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, cast
@@ -33,20 +31,16 @@ from typing import Callable, Sequence, cast
 import numpy as np
 
 from structret.artifacts import (
-    CHECKSUMS_FILE,
     META_FILE,
-    add_to_checksums,
     atomic_dir,
-    listed,
     read_meta,
-    rebuild_hint,
     write_meta,
 )
 from structret.errors import ArtifactError, StructretError
+from structret.stored_texts import write_texts
 
 EMBEDDINGS_FILE = "embeddings.npy"
 IDS_FILE = "ids.json"
-TEXTS_FILE = "texts.jsonl.gz"
 CHUNKS_SUFFIX = ".chunks"
 DEFAULT_CHUNK_ROWS = 10_000
 _SHARD_DIR = re.compile(r"shard-(\d+)-of-(\d+)")
@@ -193,76 +187,6 @@ def _matches(directory: Path, want: dict) -> bool:
     return all(have.get(k) == v for k, v in want.items())
 
 
-def _partial(directory: str | os.PathLike) -> tuple[Path, Path]:
-    """(temporary, final) path of the texts file. ``structret index`` writes it beside an
-    index already saved, so a kill mid-write must leave no truncated file under the final name."""
-    final = Path(directory) / TEXTS_FILE
-    return final.with_name(f"{TEXTS_FILE}.{os.getpid()}.part"), final
-
-
-# texts added by index updates, one file each after TEXTS_FILE (texts.00001.jsonl.gz, ...), so an
-# update writes only its own texts (structret.api.updates)
-_TEXTS_SEGMENT = re.compile(r"texts\.(\d{5})\.jsonl\.gz")
-
-
-def text_files(directory: str | os.PathLike) -> list[str]:
-    """The names of the texts files beside an index, in the order their rows were added."""
-    directory = Path(directory)
-    later = sorted(p.name for p in directory.glob("texts.*.jsonl.gz") if _TEXTS_SEGMENT.fullmatch(p.name))
-    return ([TEXTS_FILE] if (directory / TEXTS_FILE).is_file() else []) + later
-
-
-def write_texts(directory: str | os.PathLike, ids: Sequence[str], texts: Sequence[str], *,
-                segment: int = 0) -> None:
-    """``ids`` and their ``texts`` as TEXTS_FILE in ``directory``, or (``segment`` > 0) as the
-    ``segment``-th file of texts added since."""
-    name = f"texts.{segment:05d}.jsonl.gz" if segment else TEXTS_FILE
-    final = Path(directory) / name
-    partial = final.with_name(f"{name}.{os.getpid()}.part")
-    # level 6 (zlib's default): 1% larger than gzip's 9 and 3x faster to write, on every update of an index
-    with gzip.open(partial, "wt", encoding="utf-8", compresslevel=6) as f:
-        for i, t in zip(ids, texts):
-            f.write(json.dumps({"id": i, "text": t}) + "\n")
-    os.replace(partial, final)
-    _list_if_saved(directory, name)
-
-
-def _list_if_saved(directory: str | os.PathLike, name: str) -> None:
-    # beside an index its plugin has saved (and sealed with checksums.json), the texts join the
-    # manifest, so a missing or damaged texts file is refused on load like any other file. A kill
-    # before this line leaves the texts unlisted, which a load refuses too. Inside atomic_dir
-    # there is no manifest yet: atomic_dir lists every file when it seals the directory.
-    if (Path(directory) / CHECKSUMS_FILE).is_file():
-        add_to_checksums(directory, name)
-
-
-def read_index_texts(directory: str | os.PathLike, *, verify: bool = True) -> tuple[dict[str, str], str | None]:
-    """The texts kept beside an index, by id, for 'structret search' to show; with none to
-    show, also why (a sentence for a warning).
-
-    Call it after the index passed verify_checksums: a texts file the manifest lists is then
-    whole. One it does not list (an index from an older structret) is not read unless
-    ``verify`` is False.
-    """
-    directory = Path(directory)
-    if not (directory / TEXTS_FILE).is_file():
-        return {}, (f"{directory} has no {TEXTS_FILE} (an index saved from Python, or 'structret index' was "
-                    f"interrupted before writing it): showing ids only.")
-    texts: dict[str, str] = {}
-    vouched = listed(directory) if verify else set()
-    for name in text_files(directory):
-        file = directory / name
-        if verify and name not in vouched:
-            return {}, (f"{file} is not listed in {CHECKSUMS_FILE} (the index was built by an older structret), "
-                        f"so nothing vouches for it: showing ids only. To see texts: {rebuild_hint(directory)}.")
-        try:
-            with gzip.open(file, "rt", encoding="utf-8") as f:
-                texts.update((row["id"], row["text"]) for row in map(json.loads, f))
-        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
-            return {}, f"{file} is damaged ({exc}); showing ids only. To rewrite it: {rebuild_hint(directory)}."
-    return texts, None
-
-
 # --- reading them back for an index ---------------------------------------------------------
 
 
@@ -367,21 +291,3 @@ def _check_shards(parts: list[Part], unfinished: list[str], paths: Sequence) -> 
             raise ArtifactError(f"{part.path} covers rows {part.meta['rows']}, not the rows of shard {i}/{count} of a "
                                 f"{total}-row corpus; it is damaged or was edited. Encode it again.")
     return ordered
-
-
-def concatenate_texts(parts: Sequence[Part], out: str | os.PathLike) -> bool:
-    """Write the parts' texts.jsonl.gz, in order, as one file; False if a part has none.
-
-    gzip members may simply follow each other (RFC 1952), so the bytes are concatenated.
-    """
-    files = [p.path / TEXTS_FILE for p in parts]
-    if not all(f.is_file() for f in files):
-        return False
-    partial, final = _partial(out)
-    with open(partial, "wb") as sink:
-        for file in files:
-            with open(file, "rb") as source:
-                shutil.copyfileobj(source, sink)
-    os.replace(partial, final)
-    _list_if_saved(out, TEXTS_FILE)
-    return True

@@ -9,7 +9,7 @@ import zlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from structret import defaults
 from structret.artifacts import add_to_checksums, checksummed, read_meta, rebuild_hint, verified
@@ -38,12 +38,13 @@ class SearchIndex:
     """An index plugin plus what searching it needs: the model whose vectors it holds (by
     name, loaded on first use) and the document texts."""
 
-    def __init__(self, index: Index, *, meta: dict[str, Any] | None = None, texts: dict[str, str] | None = None,
+    def __init__(self, index: Index, *, meta: dict[str, Any] | None = None, texts: Mapping[str, str] | None = None,
                  model: Model | None = None, verify: bool = True, path: str | os.PathLike | None = None):
         self.index = index  # the plugin object
         # model, backbone, model_override: written to structret.json, read by 'structret search'
         self.meta = dict(meta or {})
-        self.texts = texts  # id -> text, or None
+        # id -> text, or None; a loaded index's is a stored_texts.TextStore (read-only, read on demand)
+        self.texts = texts
         self._model = model
         self._verify = verify  # for a model loaded from the meta
         self.path = path  # where it was loaded from, for messages
@@ -199,7 +200,7 @@ class SearchIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
-        from structret.embeddings import write_texts  # numpy: kept out of import structret.api
+        from structret.stored_texts import write_texts  # numpy: kept out of import structret.api
 
         self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
                         | {"model": self.meta.get("model")})
@@ -212,13 +213,18 @@ class SearchIndex:
     def _save_added_texts(self, path: Path) -> bool:
         """Hard-link the texts files this index was loaded with and write only the texts added since, as one
         more file; False (write them all) if any was removed, or the files are not the ones loaded."""
-        from structret.embeddings import write_texts  # numpy: kept out of import structret.api
+        from structret.stored_texts import TextStore, write_texts  # numpy: kept out of import structret.api
 
         assert self.texts is not None  # save calls this only for an index with texts
         origin = self._texts_origin
         names = list(origin.files.identities) if origin is not None else []
-        if origin is None or len(names) > _MAX_TEXT_FILES or not origin.files.unchanged():
+        segments = sum(name.endswith(".jsonl.gz") for name in names)
+        if origin is None or segments > _MAX_TEXT_FILES or not origin.files.unchanged():
             return False
+        if isinstance(self.texts, TextStore):  # as loaded (a store cannot change): its files are the texts
+            for name in names:
+                origin.files.link(name, path / name)
+            return True
         # origin.ids None: the saved texts were not read, and self.texts holds only the ones added since
         saved = len(origin.ids) if origin.ids is not None else 0
         if len(self.texts) < saved or not all(
@@ -228,7 +234,7 @@ class SearchIndex:
             origin.files.link(name, path / name)
         added = list(itertools.islice(self.texts, saved, None))
         if added:
-            write_texts(path, added, [self.texts[i] for i in added], segment=len(names))
+            write_texts(path, added, [self.texts[i] for i in added], segment=segments)
         return True
 
     def _save_lexical(self, path: Path) -> None:
@@ -275,8 +281,8 @@ _MAX_TEXT_FILES = 32
 class _TextsOrigin:
     """The texts files an index was loaded with, and the ids they hold in order."""
 
-    files: SavedFiles
-    ids: list[str] | None  # None: not read (an update that only adds)
+    files: SavedFiles  # the texts files and their lookups
+    ids: list[str] | None  # None: not read (an update that only adds, or a TextStore's)
 
 
 _SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
@@ -290,16 +296,18 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     checksums.json (``verify=False``: used anyway, with a warning). Its model is loaded on
     the first search without one. ``texts=False`` skips reading the texts."""
     # numpy: kept out of import structret.api
-    from structret.embeddings import read_index_texts, text_files
     from structret.indexing import SavedFiles, load_index as load_plugin_index
+    from structret.stored_texts import TextStore, open_index_texts, stored_files
 
     with verified(path, verify=verify):  # checked once, though read three times
         meta = read_meta(path)
         index = load_plugin_index(path, verify=verify)
-        kept, why_not = read_index_texts(path, verify=verify) if texts else ({}, None)
+        # a TextStore where the texts have their lookups: a text is read when a hit shows it
+        kept, why_not = open_index_texts(path, verify=verify) if texts else ({}, None)
         loaded = SearchIndex(index, meta=meta, texts=kept or None, verify=verify, path=path)
         if kept:
-            loaded._texts_origin = _TextsOrigin(SavedFiles.of(path, text_files(path)), list(kept))
+            loaded._texts_origin = _TextsOrigin(SavedFiles.of(path, stored_files(path)),
+                                                None if isinstance(kept, TextStore) else list(kept))
         if meta.get("lexical"):
             loaded._load_lexical(Path(path))
     loaded.texts_note = why_not

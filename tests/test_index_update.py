@@ -207,7 +207,7 @@ def test_an_interrupted_update_leaves_the_previous_index(tmp_path, corpora, tiny
         return swap(staged, final)
 
     if where == "texts":  # the new index files are written, its texts not yet
-        monkeypatch.setattr("structret.embeddings.write_texts", crash)
+        monkeypatch.setattr("structret.stored_texts.write_texts", crash)
     else:
         monkeypatch.setattr(artifacts, "_exchange", crash_at_the_swap)
     with pytest.raises(KeyboardInterrupt):
@@ -278,7 +278,7 @@ def test_an_add_writes_only_what_it_adds_and_links_the_rest(tmp_path, monkeypatc
 
     idx = tmp_path / "idx"
     whole = _saved_flat(idx)
-    kept = {name: os.stat(idx / name).st_ino for name in ("vectors.npy", "ids.json", "texts.jsonl.gz")}
+    kept = {name: os.stat(idx / name).st_ino for name in ("vectors.npy", "ids.json", "texts.jsonl.gz", "texts.lookup")}
     rng = np.random.default_rng(1)
     batches = [([f"n{b}-{i}" for i in range(5)], rng.standard_normal((5, 16), dtype=np.float32)) for b in range(2)]
 
@@ -293,8 +293,9 @@ def test_an_add_writes_only_what_it_adds_and_links_the_rest(tmp_path, monkeypatc
     # its ids and its texts, and nothing already checksummed was read again
     assert {name: os.stat(idx / name).st_ino for name in kept} == kept
     assert sorted(os.listdir(idx / "segments")) == ["00001.ids.json", "00001.npy", "00002.ids.json", "00002.npy"]
-    assert {"texts.00001.jsonl.gz", "texts.00002.jsonl.gz"} <= set(os.listdir(idx))
-    assert not {"vectors.npy", "texts.jsonl.gz"} & set(hashed), hashed  # ids.json: the added folders' own
+    assert {"texts.00001.jsonl.gz", "texts.00001.lookup", "texts.00002.jsonl.gz", "texts.00002.lookup"} <= set(
+        os.listdir(idx))
+    assert not {"vectors.npy", "texts.jsonl.gz", "texts.lookup"} & set(hashed), hashed  # ids.json: the added folders' own
 
     loaded = load_index(idx)
     assert loaded.index.ids == whole.ids and len(loaded.texts) == 60 and loaded.texts["n1-4"] == "added n1-4"
@@ -306,7 +307,8 @@ def test_an_add_writes_only_what_it_adds_and_links_the_rest(tmp_path, monkeypatc
         # the same dot products, summed by kernels chosen per shape: equal to float rounding
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
         assert got[1] == want[1] and searched._parts is not None  # not joined into one array
-    assert [files for _, files, _ in verify_tree(idx)] == [10]  # 4 saved, 2 x (vectors, ids, texts) added
+    # 5 saved, 2 x (vectors, ids, texts, their lookup) added
+    assert [files for _, files, _ in verify_tree(idx)] == [13]
 
     # a removal writes the index whole again: one file of vectors, one of texts
     update_index(idx, remove=["d3", "n0-1"], show_progress=False)

@@ -335,3 +335,17 @@ def test_a_truncated_or_damaged_artifact_is_caught_by_its_checksums(tmp_path):
     vectors.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, one bit flipped
     with pytest.raises(ArtifactError, match="does not match the checksum"):
         verify_checksums(tmp_path / "idx")
+
+
+def test_a_loaded_flat_index_checks_its_ids_for_repeats_when_it_first_needs_them_as_a_set(tmp_path):
+    from structret.artifacts import write_checksums
+
+    index = FlatIndex(4)
+    index.add(["a", "b", "c"], np.eye(3, 4, dtype=np.float32))
+    index.save(tmp_path / "idx")
+    (tmp_path / "idx" / "ids.json").write_text(json.dumps(["a", "b", "a"]))
+    write_checksums(tmp_path / "idx")  # as if written so: the checksums cannot tell
+    loaded = load_index(tmp_path / "idx")  # no set made: a search of 1M ids needs none
+    assert loaded.search(np.eye(1, 4, k=1, dtype=np.float32), 1)[1] == [["b"]]
+    with pytest.raises(ArtifactError, match=r"idx/ids.json repeats ids; the index is damaged"):
+        loaded.add(["d"], np.ones((1, 4), dtype=np.float32))

@@ -31,7 +31,7 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from structret.api.sources import index_source
 from structret.contracts import optional
@@ -253,7 +253,7 @@ class Candidates:
         return [doc for _, doc in sorted(zip(boosted, docs), key=lambda pair: -pair[0])]
 
 
-def call_graph_prior(texts: dict[str, str], split: Callable[[str], dict[str, str]]) -> dict[str, float]:
+def call_graph_prior(texts: Mapping[str, str], split: Callable[[str], dict[str, str]]) -> dict[str, float]:
     """Each function's in-degree in the project's call graph, saturated onto [0, 1]: log(1 + callers) /
     log(1 + most callers). ``split(text)`` gives a function's ``name`` and the names it ``calls`` (space
     separated; bm25-fields' ``split_fields`` does). A call is resolved by name within the project (no

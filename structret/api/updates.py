@@ -61,20 +61,22 @@ def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) ->
     """Removing, and refitting a lexical side, need every text; an update that only adds reads none
     and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
     # numpy: kept out of import structret.api
-    from structret.embeddings import read_index_texts, text_files
     from structret.indexing import SavedFiles
+    from structret.stored_texts import lookup_name, read_index_texts, stored_files, text_files
 
     names = text_files(path)
     if not names:
         return
-    if whole:
+    # texts an earlier structret wrote (no lookups): read whole and written anew, with lookups
+    convert = not all((Path(path) / lookup_name(name)).is_file() for name in names)
+    if whole or convert:
         kept, found.texts_note = read_index_texts(path, verify=verify)
         found.texts = kept or None
         ids = list(kept) if kept else None
     else:
         found.texts, ids = {}, None
-    if found.texts is not None:
-        found._texts_origin = _TextsOrigin(SavedFiles.of(path, names), ids)
+    if found.texts is not None and not convert:
+        found._texts_origin = _TextsOrigin(SavedFiles.of(path, stored_files(path)), ids)
 
 
 @contextlib.contextmanager
@@ -119,6 +121,12 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
     (checksummed with the rest). The caller holds ``update_lock``."""
     from structret.indexing import IndexInputError  # numpy: kept out of import structret.api
 
+    kept_texts = found.texts if isinstance(found.texts, dict) else None
+    if found.texts is not None and kept_texts is None:
+        # a TextStore, loaded to search (a source index's re-run) and read-only: read whole, to change
+        found.texts = kept_texts = dict(found.texts.items())
+        if found._texts_origin is not None:
+            found._texts_origin = _TextsOrigin(found._texts_origin.files, list(kept_texts))
     kept_readings = found.load_readings() if found.lexical is not None else None
     if remove and kept_readings is not None:
         for i in remove:
@@ -130,9 +138,9 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
         remove_ids = optional("index", found.index, "remove")
         assert remove_ids is not None  # the caller checked that this kind of index can remove
         remove_ids(list(remove))  # checks every id first: an unknown one raises and changes nothing
-        if found.texts is not None:
+        if kept_texts is not None:
             for i in remove:
-                found.texts.pop(i, None)
+                kept_texts.pop(i, None)
             # the saved texts files hold the removed texts: written anew, never linked. (Their ids alone
             # cannot tell: an id removed and added again, an edited function, sits where it was.)
             found._texts_origin = None
@@ -141,8 +149,8 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
             found.index.add(list(ids), vectors)
         except IndexInputError as exc:
             raise IndexInputError(f"{source}: {exc} To replace a document, also --remove its id.") from None
-        if found.texts is not None and texts is not None:
-            found.texts.update((i, t) for i, t in zip(ids, texts) if t is not None)
+        if kept_texts is not None and texts is not None:
+            kept_texts.update((i, t) for i, t in zip(ids, texts) if t is not None)
     if found.lexical is not None:
         # BM25's statistics (document frequencies, mean length) cover the whole corpus: refit it
         lexical = found.meta["lexical"]
@@ -165,7 +173,8 @@ def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progr
                                or any(name.startswith("shard-") for name in os.listdir(add))):
         import numpy as np  # numpy: kept out of import structret.api
 
-        from structret.embeddings import collect_parts, read_index_texts  # numpy: kept out of import structret.api
+        from structret.embeddings import collect_parts  # numpy: kept out of import structret.api
+        from structret.stored_texts import read_index_texts  # numpy: kept out of import structret.api
 
         parts = collect_parts([add], verify=verify)
         check_same_model(path, found.meta.get("model"), parts[0].meta.get("model"))
