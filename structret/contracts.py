@@ -534,6 +534,10 @@ OPTIONAL: dict[str, dict[str, str]] = {
         "save": "save(directory): write the fitted retriever into directory (created if missing), with every "
                 "option that changes how it reads text; structret index --lexical checksums what it writes",
         "load": "load(directory) -> retriever, on the registered class: the retriever save() wrote, fitted",
+        "terms": "terms(texts, kind) -> list[list[str]]: the terms its BM25 indexes for each text (kind 'document': "
+                 "the texts read together, as fit reads them; 'query'), each a word without spaces: what an index "
+                 "holding a BM25 of its own (index.set_texts) is given, so its analyzer sees the same terms. Needs "
+                 "no fit",
     },
     "extractor": {"failures": "a Counter of what it could not read, by reason (structret extract prints it)"},
     "linearizer": {
@@ -549,6 +553,14 @@ OPTIONAL: dict[str, dict[str, str]] = {
                   "(structret.indexing.IndexInputError) naming it and removes nothing; [] is a no-op. A removed "
                   "id may be added again, with any vector. save() after remove() saves the index without them, "
                   "and a loaded index removes alike (structret index --remove needs it)",
+        "set_texts": "set_texts(ids, texts): give ids already added a text for the index's own BM25 (each text the "
+                     "terms of a retriever's terms(), space separated; a later call replaces an id's text), kept "
+                     "with the vectors by save and load, and dropped by remove. With search_hybrid it makes an "
+                     "index hold a hybrid's lexical side itself (SearchIndex.add_lexical)",
+        "search_hybrid": "search_hybrid(queries, texts, k, fusion) -> (scores [n, k'], ids): the top k of each query "
+                         "by the index's own fusion of its vectors' scores with its BM25 over set_texts' texts "
+                         "(texts: each query's terms, space separated; fusion: a structret.fusion.Fusion as a dict, "
+                         "which the index follows as closely as it can and documents where it cannot)",
     },
     "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors",
               "blank_docstrings": "blank_docstrings(source, path) -> str: the source with every mined function's "

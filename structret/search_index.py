@@ -71,14 +71,24 @@ class SearchIndex:
     def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, **options: Any) -> None:
         """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
         vectors in every search (structret.fusion; ``fusion``: a spec, a Fusion or None for the
-        default). ``options`` go to the retriever."""
+        default). ``options`` go to the retriever.
+
+        An index plugin that holds a BM25 of its own (``set_texts`` and ``search_hybrid``, such as
+        milvus) is given the retriever's terms of every document instead, and searches and fuses
+        itself; the retriever then only reads the queries (``terms``)."""
         from structret.fusion import parse  # numpy: kept out of import structret.api
 
         if not self.texts:
             raise StructretError("a lexical side indexes the documents' texts, and this index keeps none; build it "
                                  "from a dataset, or with texts=.")
         retriever = get_registry().create("retriever", name, **options)
-        if not all(callable(optional("retriever", retriever, member)) for member in ("search", "save", "load")):
+        in_index = _holds_lexical(self.index)
+        if in_index and not callable(optional("retriever", retriever, "terms")):
+            raise StructretError(f"this {self.kind} index holds its lexical side itself and needs the retriever's "
+                                 f"terms (terms(texts, kind)); '{name}' has none. Use bm25, bm25-fields or "
+                                 f"bm25-project, or another kind of index.")
+        if not in_index and not all(callable(optional("retriever", retriever, member))
+                                    for member in ("search", "save", "load")):
             raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
                                  f"k), save(directory) and load(directory) (structret/contracts.py).")
         readings = self.load_readings() or {}  # matched to the saved lexical_ids first: they are about to change
@@ -89,9 +99,22 @@ class SearchIndex:
         self.readings = readings or None
         self.lexical_ids = list(self.texts)
         # a document added without a record (from vectors and texts) reads as its text
-        retriever.fit([readings.get(i, text) for i, text in self.texts.items()])
+        documents = [readings.get(i, text) for i, text in self.texts.items()]
+        if in_index:
+            # every text again, not only an update's: a function's callers field changes with other functions
+            set_texts = optional("index", self.index, "set_texts")
+            set_texts(self.lexical_ids, [" ".join(t) for t in retriever.terms(documents, "document")])
+        else:
+            retriever.fit(documents)
         self.lexical = retriever
         self.meta["lexical"] = {"retriever": name, "options": options, "fusion": parse(fusion).as_dict()}
+        if in_index:
+            self.meta["lexical"]["in_index"] = True
+
+    @property
+    def lexical_in_index(self) -> bool:
+        """Whether the index plugin holds the lexical side itself (add_lexical)."""
+        return bool((self.meta.get("lexical") or {}).get("in_index"))
 
     def load_readings(self) -> dict[str, str] | None:
         """The lexical side's readings of the documents (``readings``), read from the saved index on first need."""
@@ -188,6 +211,11 @@ class SearchIndex:
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
                                  "one per vector: search_vectors(vectors, k, texts=[...]).")
         fusion = self.fusion
+        if self.lexical_in_index:
+            terms = [" ".join(t) for t in self.lexical.terms(list(texts), "query")]
+            scores, ids = optional("index", self.index, "search_hybrid")(vectors, terms, k, fusion.as_dict())
+            return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
+                    for row_scores, row_ids in zip(scores, ids)]
         depth = max(k, min(fusion.depth, len(self.index)))
         dense_scores, dense_ids = self.index.search(vectors, depth)
         lexical_scores, positions = self.lexical.search(list(texts), max(k, min(fusion.depth, len(self.lexical_ids))))
@@ -239,7 +267,10 @@ class SearchIndex:
 
     def _save_lexical(self, path: Path) -> None:
         directory = path / LEXICAL_DIR
-        self.lexical.save(directory)
+        if self.lexical_in_index:  # the index plugin saved it with the vectors
+            directory.mkdir(parents=True, exist_ok=True)
+        else:
+            self.lexical.save(directory)
         (directory / LEXICAL_IDS).write_text(json.dumps(self.lexical_ids, ensure_ascii=False), encoding="utf-8")
         readings = self.load_readings()
         if readings:
@@ -254,22 +285,36 @@ class SearchIndex:
     def _load_lexical(self, path: Path) -> None:
         """The lexical side ``meta["lexical"]`` names, from ``path/lexical`` (checked by the caller)."""
         name = self.meta["lexical"].get("retriever")
-        factory = get_registry().get("retriever", name).load()
-        load = optional("retriever", factory, "load")
-        if not callable(load):
-            raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved index.")
         directory = path / LEXICAL_DIR
+        if self.lexical_in_index:
+            if not _holds_lexical(self.index):
+                raise ArtifactError(f"{path}: its lexical side was held by its {self.kind} index, which now cannot "
+                                    f"hold one; rebuild the index.")
+            # reads the queries only: the index searches its own BM25
+            self.lexical = get_registry().create("retriever", name, **(self.meta["lexical"].get("options") or {}))
+        else:
+            factory = get_registry().get("retriever", name).load()
+            load = optional("retriever", factory, "load")
+            if not callable(load):
+                raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved "
+                                    f"index.")
         try:
-            self.lexical = load(directory)
+            if not self.lexical_in_index:
+                self.lexical = load(directory)
             self.lexical_ids = json.loads((directory / LEXICAL_IDS).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ArtifactError(f"{directory}: the index's lexical side cannot be read ({exc}); rebuild the index with "
                                 f"'structret index ... --lexical {name}'.") from None
-        if len(self.lexical_ids) != len(self.lexical):
+        if len(self.lexical_ids) != len(self.index if self.lexical_in_index else self.lexical):
             raise ArtifactError(f"{directory}: {len(self.lexical_ids)} ids for {len(self.lexical)} documents; the "
                                 f"index is damaged, rebuild it.")
         if (directory / LEXICAL_READINGS).is_file():
             self._readings_file = directory / LEXICAL_READINGS
+
+
+def _holds_lexical(index: Index) -> bool:
+    """Whether an index plugin holds a hybrid's lexical side itself (contracts.OPTIONAL["index"])."""
+    return all(callable(optional("index", index, member)) for member in ("set_texts", "search_hybrid"))
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)

@@ -244,3 +244,13 @@ def test_an_update_from_a_dataset_gives_the_added_functions_their_place(tmp_path
     scores = dict(zip(updated.lexical_ids, updated.lexical.score(["quebec tools"])[0]))
     assert scores["new1"] > 0 and sum(v > 0 for v in scores.values()) == 1  # by its path and class alone
     assert json.loads(updated.load_readings()["new1"])["path"] == "vendored/quebec_tools.py"
+
+
+def test_terms_are_the_weighted_fields_tokens_as_one_list_and_need_no_fit():
+    code = "def readConfigFile(path):\n    # the settings\n    return parse_settings(open(path).read())"
+    only_name = FieldBM25Retriever(weights="name:1")
+    assert only_name.terms([code]) == [["readconfigfile", "read", "config", "file"]]
+    with_comments = FieldBM25Retriever(weights="name:1,comments:1")
+    assert with_comments.terms([code])[0] == ["readconfigfile", "read", "config", "file", "settings"]
+    # a query reads as every field's BM25 reads it: its words and their parts
+    assert only_name.terms(["parseSettings of the file"], "query") == [["parsesettings", "parse", "settings", "file"]]

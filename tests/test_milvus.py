@@ -374,3 +374,80 @@ def test_a_killed_process_working_copy_is_swept_by_the_next_one(tmp_path, indexe
     index = indexes(8)
     assert not left.exists() and mine.exists()
     assert Path(index._state["workdir"]).name.startswith(f"{milvus.WORKDIR_PREFIX}{os.getpid()}-")
+
+
+# --- a hybrid's lexical side held by Milvus (set_texts, search_hybrid: contracts.OPTIONAL["index"]) ---------
+
+_CODE = {"config": "def readConfigFile(path):\n    return parse_settings(open(path).read())",
+         "dates": "def parse_iso_date(text):\n    return datetime.fromisoformat(text)",
+         "mail": "def sendEmailMessage(server, message):\n    server.deliver(message)",
+         "sum": "def total(values):\n    return sum(values)"}
+
+
+def _hybrid(kind, fusion, seed=0):
+    from structret.index_build import build_index
+
+    return build_index(None, vectors(len(_CODE), seed=seed), ids=list(_CODE), texts=list(_CODE.values()), kind=kind,
+                       lexical="bm25", fusion=fusion, show_progress=False)
+
+
+@needs_milvus
+def test_milvus_holds_the_lexical_side_and_reads_identifier_parts(tmp_path, fresh_registry):
+    from structret.search_index import load_index as load_search_index
+    from structret.stored_texts import TextStore
+
+    index = _hybrid("milvus", "zscore:1")  # the lexical side alone decides
+    assert index.lexical_in_index and index.lexical._model is None  # no BM25 fitted in structret
+    queries = ["read the config file", "send an email message", "iso date"]
+    # Milvus's standard analyzer alone keeps readConfigFile whole: the parts come from structret's terms
+    found = index.search_vectors(vectors(3, seed=9), 1, texts=queries)
+    assert [hits[0].id for hits in found] == ["config", "mail", "dates"]
+    index.save(tmp_path / "idx")
+    index.index.close()
+    loaded = load_search_index(tmp_path / "idx")
+    assert loaded.lexical_in_index and isinstance(loaded.texts, TextStore)
+    assert not (tmp_path / "idx" / "lexical" / "bm25.json").exists()  # nothing of structret's BM25 saved
+    again = loaded.search_vectors(vectors(3, seed=9), 1, texts=queries)
+    assert [hits[0].id for hits in again] == ["config", "mail", "dates"]
+    assert again[0][0].text == _CODE["config"]
+    loaded.index.close()
+
+
+@needs_milvus
+def test_milvus_hybrid_follows_the_dense_side_alone_exactly_and_answers_every_query(fresh_registry):
+    flat, milvus = _hybrid("flat", "zscore:0"), _hybrid("milvus", "zscore:0")
+    queries = vectors(5, seed=3)
+    texts = ["config", "", "the", "send mail", "values total"]  # "" and a stopword: no terms, searched by vector
+    want = flat.search_vectors(queries, 3, texts=texts)
+    got = milvus.search_vectors(queries, 3, texts=texts)
+    assert [[h.id for h in row] for row in got] == [[h.id for h in row] for row in want]
+    assert all(len(row) == 3 for row in got)
+    milvus.index.close()
+
+
+@needs_milvus
+def test_an_update_of_a_milvus_hybrid_index_removes_and_adds_texts(tmp_path, fresh_registry):
+    from structret.api import update_index
+    from structret.search_index import load_index as load_search_index
+
+    index = _hybrid("milvus", "zscore:1")
+    index.save(tmp_path / "idx")
+    index.index.close()
+    update_index(tmp_path / "idx", remove=["mail"], show_progress=False)
+    loaded = load_search_index(tmp_path / "idx")
+    hits = loaded.search_vectors(vectors(1, seed=9), 4, texts=["send an email message"])[0]
+    assert "mail" not in [h.id for h in hits] and len(hits) == 3
+    loaded.index.close()
+
+
+@needs_milvus
+def test_a_milvus_collection_from_before_hybrid_says_to_rebuild(indexes):
+    from structret_indexes.milvus import MilvusError
+
+    index = indexes(4)
+    index.add(["a"], np.ones((1, 4), dtype=np.float32))
+    index._has_text = False  # as a collection made by the previous structret loads
+    with pytest.raises(MilvusError, match="earlier structret.*rebuild the index"):
+        index.set_texts(["a"], ["alpha"])
+    with pytest.raises(IndexInputError, match="not in the index"):
+        indexes(4).set_texts(["nope"], ["x"])

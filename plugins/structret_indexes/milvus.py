@@ -44,6 +44,11 @@ EXACT_TYPES = ("FLAT", "BRUTE_FORCE")
 # index, long after; a server checks at once and knows more types (DISKANN, IVF_PQ ...)
 LITE_TYPES = (*EXACT_TYPES, "HNSW", "HNSW_SQ", "IVF_FLAT", "IVF_SQ8", "AUTOINDEX")
 _PK, _VECTOR = "pk", "vector"
+# a hybrid index's lexical side: each row's terms (set_texts) and the sparse vector Milvus's BM25 Function
+# makes of them. Every collection has both (an empty text until set_texts): whether an index is hybrid is
+# decided after its vectors are added, and Milvus cannot add a Function to a collection later
+_TEXT, _SPARSE = "text", "sparse"
+_MAX_TEXT = 65535  # bytes: Milvus's longest VARCHAR
 # a Milvus server refuses a larger topk; Lite has no such limit, but an index must not
 # work on a laptop and then fail on the cluster
 _MAX_K = 16384
@@ -183,11 +188,16 @@ class MilvusIndex:
         token: str | None = None,
         db_name: str | None = None,
         collection: str | None = None,
+        bm25_k1: float = 1.5,
+        bm25_b: float = 0.75,
     ):
-        self._configure(dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection)
+        self._configure(dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection,
+                        bm25_k1, bm25_b)
         self._connect(token, create=True)
+        self._has_text = True
 
-    def _configure(self, dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection):
+    def _configure(self, dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection,
+                   bm25_k1=1.5, bm25_b=0.75):
         if int(dim) < 1:
             raise IndexInputError(f"dim must be a positive number of dimensions, got {dim}.")
         for option, value in (("M", M), ("ef_construction", ef_construction), ("ef", ef),
@@ -209,6 +219,9 @@ class MilvusIndex:
         self.index_type = str(index_type).upper()
         self.M, self.ef_construction, self.ef = int(M), int(ef_construction), int(ef)
         self.nlist, self.nprobe = int(nlist), int(nprobe)
+        self.bm25_k1, self.bm25_b = float(bm25_k1), float(bm25_b)
+        self._has_text = False  # a collection with the text and sparse fields (one made before has neither)
+        self.texts_cut = 0  # texts longer than Milvus holds, cut at a term (set_texts)
         self.uri = None if uri is None else _check_uri(str(uri))
         # str(): --index-option turns a name like 2024 into a number
         self.db_name = str(db_name) if db_name else None
@@ -277,12 +290,22 @@ class MilvusIndex:
         # other indexes (a VARCHAR key would hold them, at a server's length limit and a copy per segment)
         schema.add_field(_PK, pymilvus.DataType.INT64, is_primary=True)
         schema.add_field(_VECTOR, pymilvus.DataType.FLOAT_VECTOR, dim=self.dim)
+        # terms as structret's BM25 splits them (a retriever's terms()), so the standard analyzer (all Lite
+        # has: lowercase, split at word boundaries) sees readInputFile's parts too
+        schema.add_field(_TEXT, pymilvus.DataType.VARCHAR, max_length=_MAX_TEXT, enable_analyzer=True,
+                         analyzer_params={"type": "standard"}, default_value="")
+        schema.add_field(_SPARSE, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(pymilvus.Function(name="bm25", function_type=pymilvus.FunctionType.BM25,
+                                              input_field_names=[_TEXT], output_field_names=[_SPARSE]))
         params = client.prepare_index_params()
         build = self._build_params()
         # pymilvus 3 sends build parameters as separate keys, which Milvus Lite 3.2 ignores: it
         # reads only the older JSON "params" key, which servers still accept as well
         params.add_index(field_name=_VECTOR, index_type=self.index_type, metric_type="IP",
                          params={**build, "params": build} if build else {})
+        bm25 = {"bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b}
+        params.add_index(field_name=_SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                         params={**bm25, "params": bm25})
         with _milvus_errors(self._where, f"create a {self.index_type} collection"):
             # Strong: a search right after an add must see it (a server defaults to Bounded)
             client.create_collection(self.collection, schema=schema, consistency_level="Strong")
@@ -416,9 +439,104 @@ class MilvusIndex:
             raise ArtifactError(f"{self._where} returned a vector with key {exc}, which this index does not hold "
                                 f"(the collection was changed by something else?); rebuild the index.") from None
 
+    def set_texts(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Give ids already added their text for Milvus's BM25 (contracts.OPTIONAL["index"]["set_texts"]):
+        each row's text field is replaced in place (a partial upsert: Milvus >= 2.6, Lite 3.x); the BM25
+        Function turns it into the row's sparse vector. A text over Milvus's 65,535 bytes is cut at a term
+        (counted in ``texts_cut``)."""
+        if len(ids) != len(texts):
+            raise IndexInputError(f"set_texts: {len(ids)} ids but {len(texts)} texts; give one text per id.")
+        if not self._has_text:
+            raise MilvusError(f"{self._where} was made by an earlier structret, without the fields a lexical side "
+                              f"needs; rebuild the index to make it hybrid on Milvus.")
+        pk_of = dict(zip(self._ids, self._pks))
+        missing = [i for i in ids if i not in pk_of]
+        if missing:
+            raise IndexInputError(f"set_texts: {len(missing)} ids are not in the index (e.g. {missing[0]!r}); add "
+                                  f"their vectors first.")
+        rows, size = [], 0
+        for i, text in zip(ids, texts):
+            data = text.encode("utf-8")
+            if len(data) > _MAX_TEXT:
+                text = data[:_MAX_TEXT].decode("utf-8", "ignore").rsplit(" ", 1)[0]
+                self.texts_cut += 1
+            rows.append({_PK: pk_of[i], _TEXT: text})
+            size += len(text) + 16
+            if size >= _REQUEST_BYTES:
+                self._upsert(rows)
+                rows, size = [], 0
+        if rows:
+            self._upsert(rows)
+
+    def _upsert(self, rows: list[dict]) -> None:
+        with _milvus_errors(self._where, f"write the texts of {len(rows)} rows"):
+            self._client.upsert(self.collection, rows, partial_update=True)
+
+    def search_hybrid(self, queries: Any, texts: Sequence[str], k: int,
+                      fusion: dict[str, Any]) -> tuple[np.ndarray, list[list[str]]]:
+        """The top ``k`` of each query by Milvus's ``hybrid_search`` of the vectors and the BM25 over
+        set_texts' texts (contracts.OPTIONAL["index"]["search_hybrid"]). Fusion, as near as Milvus has it:
+        zscore and minmax become a ``WeightedRanker`` (1 - weight, weight) over Milvus's own normalized
+        scores (arctan-scaled, not per-query z-scores or min-max); rrf becomes ``RRFRanker(k)``, which
+        weighs both sides alike (a weight other than 0.5 is not followed). Each side gives its top
+        ``depth`` candidates (at most 16,384). A query with no terms is searched by its vector alone."""
+        pymilvus = _pymilvus(lite=self.uri is None)
+        k = check_k(k)
+        queries = as_matrix(queries, self.dim, "queries")
+        if len(texts) != len(queries):
+            raise IndexInputError(f"search_hybrid: {len(queries)} query vectors but {len(texts)} query texts.")
+        if self.metric == "cosine":
+            queries = normalize_rows(queries)
+        k = min(int(k), len(self))
+        if k > _MAX_K:
+            raise IndexInputError(f"Milvus returns at most {_MAX_K} results per query; ask for k <= {_MAX_K} "
+                                  f"(got {k}).")
+        if fusion.get("method") == "rrf":
+            ranker = pymilvus.RRFRanker(int(fusion.get("k", 60)))
+        else:
+            weight = float(fusion.get("weight", 0.3))
+            ranker = pymilvus.WeightedRanker(1 - weight, weight, norm_score=True)
+        depth = min(max(k, int(fusion.get("depth", 1000))), _MAX_K, max(len(self), 1))
+        dense_params = {"metric_type": "IP", "params": self._search_params(depth)}
+        found_scores: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(queries)
+        found_ids: list[list[str]] = [[] for _ in queries]
+        worded = [n for n, text in enumerate(texts) if text.strip()]
+        if k > 0 and len(worded) < len(queries):  # no terms: the vector alone
+            alone = [n for n in range(len(queries)) if not texts[n].strip()]
+            scores, ids = self.search(queries[alone], k)
+            for n, row_scores, row_ids in zip(alone, scores, ids):
+                found_scores[n], found_ids[n] = row_scores, row_ids
+        step = 64  # queries per request: each asks both sides for depth candidates
+        for start in range(0, len(worded) if k > 0 else 0, step):
+            batch = worded[start:start + step]
+            requests = [pymilvus.AnnSearchRequest(data=[queries[n].tolist() for n in batch], anns_field=_VECTOR,
+                                                  param=dense_params, limit=depth),
+                        pymilvus.AnnSearchRequest(data=[texts[n] for n in batch], anns_field=_SPARSE,
+                                                  param={"metric_type": "BM25"}, limit=depth)]
+            with _milvus_errors(self._where, f"search {len(batch)} queries' vectors and texts (hybrid_search)"):
+                found = self._client.hybrid_search(self.collection, requests, ranker=ranker, limit=k,
+                                                   output_fields=[_PK])
+            for n, hits in zip(batch, found):
+                row_scores = np.array([hit["distance"] for hit in hits], dtype=np.float32)
+                row_pks = np.array([hit[_PK] for hit in hits], dtype=np.int64)
+                order = np.lexsort((row_pks, -row_scores))  # equal scores by insertion order, as search does
+                found_scores[n] = row_scores[order]
+                try:
+                    found_ids[n] = [self._id_of[pk] for pk in row_pks[order].tolist()]
+                except KeyError as exc:
+                    raise ArtifactError(f"{self._where} returned a row with key {exc}, which this index does not "
+                                        f"hold (the collection was changed by something else?); rebuild the "
+                                        f"index.") from None
+        width = max((len(row) for row in found_scores), default=0)
+        scores = np.full((len(queries), width), -np.inf, dtype=np.float32)
+        for row, values in zip(scores, found_scores):
+            row[:len(values)] = values
+        return scores, found_ids
+
     def _options(self) -> dict[str, Any]:
         options = {"index_type": self.index_type, "M": self.M, "ef_construction": self.ef_construction,
-                   "ef": self.ef, "nlist": self.nlist, "nprobe": self.nprobe, "next_pk": self._next_pk}
+                   "ef": self.ef, "nlist": self.nlist, "nprobe": self.nprobe, "next_pk": self._next_pk,
+                   "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b, "text_field": self._has_text}
         if self.uri is not None:
             options.update(uri=self.uri, db_name=self.db_name, collection=self.collection)
         return options
@@ -458,9 +576,11 @@ class MilvusIndex:
         if len(set(ids)) != count:
             raise ArtifactError(f"{os.path.join(path, 'ids.json')} repeats ids; the index is damaged, rebuild it.")
         index = cls.__new__(cls)  # __init__ would create a new collection
-        known = ("index_type", "M", "ef_construction", "ef", "nlist", "nprobe", "uri", "db_name", "collection")
+        known = ("index_type", "M", "ef_construction", "ef", "nlist", "nprobe", "uri", "db_name", "collection",
+                 "bm25_k1", "bm25_b")
         settings = {key: options.get(key) for key in known}
-        defaults = {"index_type": "FLAT", "M": 16, "ef_construction": 200, "ef": 100, "nlist": 128, "nprobe": 16}
+        defaults = {"index_type": "FLAT", "M": 16, "ef_construction": 200, "ef": 100, "nlist": 128, "nprobe": 16,
+                    "bm25_k1": 1.5, "bm25_b": 0.75}
         settings.update({key: value for key, value in defaults.items() if settings[key] is None})
         index._configure(dim, meta["metric"], **settings)
         _pymilvus(lite=index.uri is None)  # before copying anything
@@ -484,6 +604,7 @@ class MilvusIndex:
         except BaseException:
             index.close()
             raise
+        index._has_text = bool(options.get("text_field"))  # an index saved before hybrid-on-Milvus has none
         index._ids, index._id_set = ids, set(ids)
         index._pks = index._read_pks(path, count)
         index._id_of = dict(zip(index._pks, ids))

@@ -83,3 +83,7 @@ class Milvus(Graph):
     """The server's database (with uri)."""
     collection: str | None = None
     """The collection on the server (with uri); unset = a new structret_<random> one."""
+    bm25_k1: Annotated[float, Field(gt=0)] = 1.5
+    """BM25's k1 for a hybrid index's lexical side held in Milvus (structret's bm25 default)."""
+    bm25_b: Annotated[float, Field(ge=0, le=1)] = 0.75
+    """BM25's b for a hybrid index's lexical side held in Milvus (structret's bm25 default)."""

@@ -109,6 +109,11 @@ class BM25Retriever:
             tokens.extend(known)
         return tokens
 
+    def terms(self, texts: Sequence[str], kind: str = "document") -> list[list[str]]:
+        """The tokens this BM25 indexes (or a query matches) for each text (contracts.OPTIONAL: what an
+        index with a BM25 of its own is given); the same for documents and queries."""
+        return [self.tokenize(text) for text in texts]
+
     def _tokenize_word(self, word: str) -> tuple[str, ...]:
         parts = split_identifier(word) if self.split_identifiers else []
         whole = word.strip("_")

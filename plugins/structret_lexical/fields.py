@@ -198,6 +198,16 @@ class FieldBM25Retriever:
             add_callers(split)
         return {field: [parts[field] for parts in split] for field in FIELDS}
 
+    def terms(self, texts: Sequence[str], kind: str = "document") -> list[list[str]]:
+        """The tokens of a document's weighted fields, one list (contracts.OPTIONAL: what an index holding
+        one BM25 of its own is given: one field, so the weights are lost, and a term in two fields counts
+        twice); a query's tokens as every field's BM25 reads them."""
+        probe = BM25Retriever(**self._bm25_options)
+        if kind == "query":
+            return probe.terms(texts)
+        fields = [(field, values) for field, values in self._field_texts(list(texts)).items() if self._weight(field)]
+        return [[token for _, values in fields for token in probe.tokenize(values[n])] for n in range(len(texts))]
+
     def settings(self) -> str:
         probe = BM25Retriever(**self._bm25_options)
         weights = ", ".join(f"{f} {w:g}" for f, w in self.weights.items() if w)
