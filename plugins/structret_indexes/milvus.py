@@ -396,12 +396,8 @@ class MilvusIndex:
             for pk in done:
                 self._id_set.discard(self._id_of.pop(pk))
 
-    def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
-        """Scores [n, k'] best first and their ids; k' = min(k, len(self)).
-
-        Equal scores are ranked by insertion order, as in FlatIndex; which of several vectors
-        tied at the k-th score make the cut is Milvus's choice.
-        """
+    def _prepared(self, queries: Any, k: int) -> tuple[np.ndarray, int]:
+        """The queries as a checked matrix (unit rows for cosine), and k cut to the index's size."""
         k = check_k(k)
         queries = as_matrix(queries, self.dim, "queries")
         if self.metric == "cosine":
@@ -410,6 +406,15 @@ class MilvusIndex:
         if k > _MAX_K:
             raise IndexInputError(f"Milvus returns at most {_MAX_K} results per query; ask for k <= {_MAX_K} "
                                   f"(got {k}).")
+        return queries, k
+
+    def search(self, queries: Any, k: int) -> tuple[np.ndarray, list[list[str]]]:
+        """Scores [n, k'] best first and their ids; k' = min(k, len(self)).
+
+        Equal scores are ranked by insertion order, as in FlatIndex; which of several vectors
+        tied at the k-th score make the cut is Milvus's choice.
+        """
+        queries, k = self._prepared(queries, k)
         scores = np.empty((len(queries), k), dtype=np.float32)
         rows = np.empty((len(queries), k), dtype=np.int64)
         if k == 0 or len(queries) == 0:
@@ -481,16 +486,9 @@ class MilvusIndex:
         weighs both sides alike (a weight other than 0.5 is not followed). Each side gives its top
         ``depth`` candidates (at most 16,384). A query with no terms is searched by its vector alone."""
         pymilvus = _pymilvus(lite=self.uri is None)
-        k = check_k(k)
-        queries = as_matrix(queries, self.dim, "queries")
+        queries, k = self._prepared(queries, k)
         if len(texts) != len(queries):
             raise IndexInputError(f"search_hybrid: {len(queries)} query vectors but {len(texts)} query texts.")
-        if self.metric == "cosine":
-            queries = normalize_rows(queries)
-        k = min(int(k), len(self))
-        if k > _MAX_K:
-            raise IndexInputError(f"Milvus returns at most {_MAX_K} results per query; ask for k <= {_MAX_K} "
-                                  f"(got {k}).")
         if fusion.get("method") == "rrf":
             ranker = pymilvus.RRFRanker(int(fusion.get("k", 60)))
         else:
