@@ -451,3 +451,34 @@ def test_a_milvus_collection_from_before_hybrid_says_to_rebuild(indexes):
         index.set_texts(["a"], ["alpha"])
     with pytest.raises(IndexInputError, match="not in the index"):
         indexes(4).set_texts(["nope"], ["x"])
+
+
+@needs_milvus
+def test_the_cli_builds_a_hybrid_milvus_index_from_data_searches_and_removes(tmp_path, tiny_bert_dir, fresh_registry):
+    from click.testing import CliRunner
+
+    from structret.cli import cli
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, doc in {"readConfigFile": "Read the configuration file.", "parseIsoDate": "Parse an ISO date string.",
+                      "sendEmailMessage": "Send an email message."}.items():
+        (src / f"{name}.py").write_text(f'def {name}(x):\n    """{doc}"""\n    y = x + 1\n    return y * 2\n')
+    corpus = tmp_path / "corpus.jsonl.gz"
+
+    def run(*args):
+        result = CliRunner().invoke(cli, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    run("mine", src, "--language", "python", "--out", corpus)
+    run("index", "--data", f"codesearchnet:{corpus}", "--backbone", "hf-encoder", "--model",
+        tiny_bert_dir, "--index", "milvus", "--lexical", "bm25", "--fusion", "zscore:1", "--out", tmp_path / "idx")
+    meta = json.loads((tmp_path / "idx" / "structret.json").read_text())
+    assert meta["lexical"]["in_index"] is True and meta["index"] == "milvus"
+    hits = json.loads(run("search", tmp_path / "idx", "send email", "-k", "3", "--json"))
+    top = hits[0]["hits"][0]
+    assert "sendEmailMessage" in json.dumps(top)  # the parts of the name, found by Milvus's BM25
+    run("index", "--out", tmp_path / "idx", "--remove", top["id"])
+    after = run("search", tmp_path / "idx", "send email", "-k", "3", "--json")
+    assert top["id"] not in after
