@@ -97,9 +97,10 @@ class SearchIndex:
         if readings and optional("retriever", retriever, "format_document") is None:
             readings = {}  # a retriever that reads texts: the readings of another's would be read as text
         self.readings = readings or None
-        self.lexical_ids = list(self.texts)
+        pairs = list(self.texts.items())  # one pass: a loaded index's texts are read from disk
+        self.lexical_ids = [i for i, _ in pairs]
         # a document added without a record (from vectors and texts) reads as its text
-        documents = [readings.get(i, text) for i, text in self.texts.items()]
+        documents = [readings.get(i, text) for i, text in pairs]
         if in_index:
             # every text again, not only an update's: a function's callers field changes with other functions
             set_texts = optional("index", self.index, "set_texts")
@@ -234,7 +235,8 @@ class SearchIndex:
                         | {"model": self.meta.get("model")})
         # the texts files it was loaded with linked and only the added texts written, else all of them
         if self.texts is not None and not self._save_added_texts(Path(path)) and self.texts:
-            write_texts(path, list(self.texts), list(self.texts.values()))
+            pairs = list(self.texts.items())  # one pass: a loaded index's texts are read from disk
+            write_texts(path, [i for i, _ in pairs], [t for _, t in pairs])
         if self.lexical is not None:
             self._save_lexical(Path(path))
 
@@ -286,27 +288,25 @@ class SearchIndex:
         """The lexical side ``meta["lexical"]`` names, from ``path/lexical`` (checked by the caller)."""
         name = self.meta["lexical"].get("retriever")
         directory = path / LEXICAL_DIR
-        if self.lexical_in_index:
-            if not _holds_lexical(self.index):
-                raise ArtifactError(f"{path}: its lexical side was held by its {self.kind} index, which now cannot "
-                                    f"hold one; rebuild the index.")
-            # reads the queries only: the index searches its own BM25
-            self.lexical = get_registry().create("retriever", name, **(self.meta["lexical"].get("options") or {}))
-        else:
-            factory = get_registry().get("retriever", name).load()
-            load = optional("retriever", factory, "load")
-            if not callable(load):
-                raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved "
-                                    f"index.")
+        in_index = self.lexical_in_index
+        if in_index and not _holds_lexical(self.index):
+            raise ArtifactError(f"{path}: its lexical side was held by its {self.kind} index, which now cannot "
+                                f"hold one; rebuild the index.")
+        # held by the index: the retriever only reads the queries, the index searches its own BM25
+        options = self.meta["lexical"].get("options") or {}
+        load: Any = (lambda _: get_registry().create("retriever", name, **options)) if in_index else \
+            optional("retriever", get_registry().get("retriever", name).load(), "load")
+        if not callable(load):
+            raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved index.")
         try:
-            if not self.lexical_in_index:
-                self.lexical = load(directory)
+            self.lexical = load(directory)
             self.lexical_ids = json.loads((directory / LEXICAL_IDS).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ArtifactError(f"{directory}: the index's lexical side cannot be read ({exc}); rebuild the index with "
                                 f"'structret index ... --lexical {name}'.") from None
-        if len(self.lexical_ids) != len(self.index if self.lexical_in_index else self.lexical):
-            raise ArtifactError(f"{directory}: {len(self.lexical_ids)} ids for {len(self.lexical)} documents; the "
+        documents = len(self.index if in_index else self.lexical)
+        if len(self.lexical_ids) != documents:
+            raise ArtifactError(f"{directory}: {len(self.lexical_ids)} ids for {documents} documents; the "
                                 f"index is damaged, rebuild it.")
         if (directory / LEXICAL_READINGS).is_file():
             self._readings_file = directory / LEXICAL_READINGS

@@ -482,3 +482,14 @@ def test_the_cli_builds_a_hybrid_milvus_index_from_data_searches_and_removes(tmp
     run("index", "--out", tmp_path / "idx", "--remove", top["id"])
     after = run("search", tmp_path / "idx", "send email", "-k", "3", "--json")
     assert top["id"] not in after
+
+
+@needs_milvus
+def test_a_text_longer_than_milvus_holds_is_cut_at_a_term_with_a_warning(indexes):
+    index = indexes(4)
+    index.add(["long", "short"], np.eye(2, 4, dtype=np.float32))
+    with pytest.warns(UserWarning, match="1 of 2 texts were longer than Milvus holds"):
+        index.set_texts(["long", "short"], ["alpha " * 12000 + "omega", "beta"])
+    assert index.texts_cut == 1
+    _, found = index.search_hybrid(np.ones((1, 4), dtype=np.float32), ["alpha"], 1, {"method": "zscore", "weight": 1.0})
+    assert found == [["long"]]  # what was kept is searched

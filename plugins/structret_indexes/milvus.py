@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -438,10 +439,13 @@ class MilvusIndex:
                 # Milvus orders equal scores arbitrarily; by key (insertion order) they rank as in FlatIndex
                 order = np.lexsort((row_pks, -row_scores))
                 scores[i], rows[i] = row_scores[order], row_pks[order]
+        return scores, [self._ids_of(row) for row in rows.tolist()]
+
+    def _ids_of(self, pks: Sequence[int]) -> list[str]:
         try:
-            return scores, [[self._id_of[pk] for pk in row] for row in rows.tolist()]
+            return [self._id_of[pk] for pk in pks]
         except KeyError as exc:
-            raise ArtifactError(f"{self._where} returned a vector with key {exc}, which this index does not hold "
+            raise ArtifactError(f"{self._where} returned a row with key {exc}, which this index does not hold "
                                 f"(the collection was changed by something else?); rebuild the index.") from None
 
     def set_texts(self, ids: Sequence[str], texts: Sequence[str]) -> None:
@@ -459,12 +463,12 @@ class MilvusIndex:
         if missing:
             raise IndexInputError(f"set_texts: {len(missing)} ids are not in the index (e.g. {missing[0]!r}); add "
                                   f"their vectors first.")
-        rows, size = [], 0
+        rows, size, cut = [], 0, 0
         for i, text in zip(ids, texts):
             data = text.encode("utf-8")
             if len(data) > _MAX_TEXT:
                 text = data[:_MAX_TEXT].decode("utf-8", "ignore").rsplit(" ", 1)[0]
-                self.texts_cut += 1
+                cut += 1
             rows.append({_PK: pk_of[i], _TEXT: text})
             size += len(text) + 16
             if size >= _REQUEST_BYTES:
@@ -472,6 +476,12 @@ class MilvusIndex:
                 rows, size = [], 0
         if rows:
             self._upsert(rows)
+        if cut:
+            self.texts_cut += cut
+            warnings.warn(f"{cut} of {len(ids)} texts were longer than Milvus holds ({_MAX_TEXT:,} bytes) and were "
+                          f"cut at a term: BM25 on {self._where} does not see their ends. Nothing to do unless those "
+                          f"functions must be found by words near their end; then use another index (flat).",
+                          stacklevel=2)
 
     def _upsert(self, rows: list[dict]) -> None:
         with _milvus_errors(self._where, f"write the texts of {len(rows)} rows"):
@@ -518,13 +528,7 @@ class MilvusIndex:
                 row_scores = np.array([hit["distance"] for hit in hits], dtype=np.float32)
                 row_pks = np.array([hit[_PK] for hit in hits], dtype=np.int64)
                 order = np.lexsort((row_pks, -row_scores))  # equal scores by insertion order, as search does
-                found_scores[n] = row_scores[order]
-                try:
-                    found_ids[n] = [self._id_of[pk] for pk in row_pks[order].tolist()]
-                except KeyError as exc:
-                    raise ArtifactError(f"{self._where} returned a row with key {exc}, which this index does not "
-                                        f"hold (the collection was changed by something else?); rebuild the "
-                                        f"index.") from None
+                found_scores[n], found_ids[n] = row_scores[order], self._ids_of(row_pks[order].tolist())
         width = max((len(row) for row in found_scores), default=0)
         scores = np.full((len(queries), width), -np.inf, dtype=np.float32)
         for row, values in zip(scores, found_scores):
