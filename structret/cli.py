@@ -372,7 +372,9 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--split", help="Split to read (default: as --data's reader reads it: every row for codesearchnet).")
 @click.option("--data-option", "data_options", multiple=True, metavar="KEY=VALUE")
 @_apply(_backbone_options)
-@click.option("--index", "index_name", default=defaults.INDEX, show_default=True, help="A registered index: flat, hnsw, ...")
+@click.option("--index", "index_name", default=defaults.INDEX, show_default=True,
+              help=f"A registered index (flat, hnsw, ...), or {defaults.AUTO}: {defaults.EXACT_INDEX} below "
+                   f"{defaults.ANN_FROM:,} vectors, {defaults.ANN_INDEX} (M=16, ef=300) from there, as measured.")
 @click.option("--index-option", "index_options", multiple=True, metavar="KEY=VALUE",
               help="Index option, repeatable (hnsw: M=32, ef_construction=400, ef=200).")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]))

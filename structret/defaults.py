@@ -5,7 +5,16 @@ every other module of core).
 """
 
 BACKBONE = "minilm"  # the dense model of index, search, bench, serve and train
-INDEX = "flat"  # exact search; approximate ones are chosen by name
+# "auto" (not a plugin): the index chosen by the number of vectors, where it was measured to search faster
+# at recall@10 >= 0.98 (docs/performance.md, "ANN at 1M vectors"): exact search below ANN_FROM; from there
+# the HNSW graph (100k real MiniLM vectors: recall 0.9925, 10x flat one query at a time, 1.9x batched;
+# 1M made like real ones: 0.983, 148x and 21x). Beyond 1M its recall was not measured.
+AUTO = "auto"
+INDEX = AUTO
+EXACT_INDEX = "flat"
+ANN_FROM = 100_000
+ANN_INDEX = "hnsw"
+ANN_OPTIONS = {"M": 16, "ef": 300}
 LEXICAL = "bm25"  # the lexical side of a hybrid, and of bench's baselines
 FIELDS_LEXICAL = "bm25-fields"  # bench's code-aware baseline: a function's fields, fused with the backbone
 SOURCE_LEXICAL = "bm25-project"  # index-source's lexical side: a function's fields and its place in the project

@@ -22,8 +22,24 @@ def _model_meta(model: Model | None) -> dict[str, Any]:
     return {"model": model.name, "backbone": model.backbone_name, "model_override": model.model}
 
 
-def _new_index(kind: str, dim: int, metric: str, options: dict[str, Any]):
-    return get_registry().create("index", kind, int(dim), metric=metric, **options)
+def choose_index(kind: str, count: int, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The index to build for ``count`` vectors and its options: ``kind`` as given, or for ``"auto"``
+    exact search below ``defaults.ANN_FROM`` vectors and the measured graph from there (defaults.py)."""
+    if kind != defaults.AUTO:
+        return kind, dict(options or {})
+    if options:
+        raise StructretError(f"index options ({', '.join(sorted(options))}) go with a named index, e.g. "
+                             f"--index {defaults.ANN_INDEX} --index-option ef=300; --index {defaults.AUTO} picks "
+                             f"{defaults.EXACT_INDEX} or {defaults.ANN_INDEX} with its own.")
+    if count < defaults.ANN_FROM:
+        return defaults.EXACT_INDEX, {}
+    return defaults.ANN_INDEX, dict(defaults.ANN_OPTIONS)
+
+
+def _new_index(kind: str, count: int, dim: int, metric: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """A new, empty index for ``count`` vectors of ``dim``, and the name of the plugin it is."""
+    name, options = choose_index(kind, count, options)
+    return get_registry().create("index", name, int(dim), metric=metric, **options), name
 
 
 def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = defaults.INDEX,
@@ -35,7 +51,8 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     ``data``: a Dataset, a ``"FORMAT:PATH"`` spec (read with ``split``), or a ``[n, dim]``
     array of vectors with ``ids=`` (one per row) and optionally ``texts=``; vectors may also
     be passed as ``vectors=`` (then ``model`` may be None, and search needs a model).
-    ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it.
+    ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it; ``"auto"`` picks
+    one by the number of documents (``choose_index``).
     ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
     search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None for the default).
     A lexical retriever that reads records its own way (``format_document``: bm25-fields reads a
@@ -83,10 +100,10 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
             raise StructretError(f"vectors must be a 2-d array [n, dim], got shape {array.shape}.")
         if texts is not None and len(texts) != len(ids):
             raise StructretError(f"got {len(texts)} texts for {len(ids)} ids; give one text per id, or none.")
-        index = _new_index(kind, array.shape[1], metric, index_options)
+        index, name = _new_index(kind, array.shape[0], array.shape[1], metric, index_options)
         index.add(list(ids), array)
         kept = dict(zip(map(str, ids), texts)) if texts is not None else None
-        return SearchIndex(index, meta=_model_meta(model) | {"index": kind}, texts=kept, model=model)
+        return SearchIndex(index, meta=_model_meta(model) | {"index": name}, texts=kept, model=model)
     if model is None:
         raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)).")
     if ids is not None or texts is not None:
@@ -95,9 +112,9 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
     doc_ids = list(dataset.corpus)
     doc_texts = [model.text(r, "document") for r in dataset.corpus.values()]
     encoded = model.backbone.encode(doc_texts, kind="document", batch_size=batch_size, show_progress=show_progress)
-    index = _new_index(kind, encoded.shape[1], metric, index_options)
+    index, name = _new_index(kind, encoded.shape[0], encoded.shape[1], metric, index_options)
     index.add(doc_ids, encoded)
-    built = SearchIndex(index, meta=_model_meta(model) | {"index": kind}, texts=dict(zip(doc_ids, doc_texts)),
+    built = SearchIndex(index, meta=_model_meta(model) | {"index": name}, texts=dict(zip(doc_ids, doc_texts)),
                         model=model)
     if reader is not None:
         built.readings = {i: reader(r) for i, r in dataset.corpus.items()}
@@ -124,7 +141,7 @@ def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike,
 
     parts = collect_parts(paths, verify=verify)
     meta = parts[0].meta
-    index = _new_index(kind, int(meta["dim"]), metric, index_options)
+    index, _ = _new_index(kind, sum(int(p.meta["count"]) for p in parts), int(meta["dim"]), metric, index_options)
     count = 0
     for part in parts:
         ids = part.ids()

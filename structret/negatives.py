@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from structret import defaults
 from structret.contracts import Backbone
 from structret.errors import StructretError
+from structret.index_build import choose_index
 from structret.models import load_model
 from structret.records import CodeRecord, Dataset, ItemRecord
 from structret.registry import get_registry
@@ -158,7 +159,8 @@ def rank_candidates(backbone: Backbone, dataset: Dataset, *, depth: int = 100, b
     row_of = {d: i for i, d in enumerate(doc_ids)}
     vectors = np.asarray(backbone.encode([dataset.corpus[d].text() for d in doc_ids], kind="document",
                                          batch_size=batch_size, show_progress=show_progress), dtype=np.float32)
-    idx = get_registry().create("index", index, int(vectors.shape[1]))
+    name, options = choose_index(index, len(vectors))
+    idx = get_registry().create("index", name, int(vectors.shape[1]), **options)
     idx.add(doc_ids, vectors)
     qids = _judged_queries(dataset)
     query_vectors = np.asarray(backbone.encode([dataset.queries[q].text for q in qids], kind="query",

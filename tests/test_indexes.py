@@ -131,6 +131,7 @@ def test_without_torch_loaded_the_search_is_numpy_s_and_ranks_alike(monkeypatch)
 
 
 def test_bf16_scoring_is_auto_where_bf16_matmuls_are_twice_as_fast(monkeypatch):
+    import torch  # noqa: F401  a search this small takes the torch path only once torch is imported
     import structret_indexes.flat as flat
 
     vectors = clustered(200, 8, seed=9)
@@ -349,3 +350,29 @@ def test_a_loaded_flat_index_checks_its_ids_for_repeats_when_it_first_needs_them
     assert loaded.search(np.eye(1, 4, k=1, dtype=np.float32), 1)[1] == [["b"]]
     with pytest.raises(ArtifactError, match=r"idx/ids.json repeats ids; the index is damaged"):
         loaded.add(["d"], np.ones((1, 4), dtype=np.float32))
+
+
+def test_auto_picks_flat_below_the_measured_size_and_the_measured_graph_from_there(tmp_path, data, monkeypatch):
+    from structret import defaults
+    from structret.api import build_index, check_names
+    from structret.errors import StructretError
+    from structret.search_index import load_index as load_search_index
+
+    vectors, queries = data
+    ids = ids_for(len(vectors))
+    small = build_index(None, vectors=vectors, ids=ids)  # the default is auto
+    assert isinstance(small.index, FlatIndex) and small.meta["index"] == "flat"
+    monkeypatch.setattr(defaults, "ANN_FROM", len(vectors))  # as if 5,000 were many
+    large = build_index(None, vectors=vectors, ids=ids, kind="auto")
+    assert isinstance(large.index, HNSWIndex) and (large.index.M, large.index.ef) == (16, 300)
+    large.save(tmp_path / "idx")  # recorded as the index it is, so it loads as one
+    loaded = load_search_index(tmp_path / "idx")
+    assert loaded.meta["index"] == "hnsw" and isinstance(loaded.index, HNSWIndex)
+    _, rows = brute_force(vectors, queries, 10)
+    found = loaded.index.search(queries, 10)[1]
+    recall = np.mean([len(set(f) & {ids[r] for r in row}) / 10 for f, row in zip(found, rows)])
+    assert recall >= 0.98
+    # auto picks the options too: one given to it is refused before any data is read
+    with pytest.raises(StructretError, match=r"go with a named index, e.g. --index hnsw"):
+        check_names(index="auto", index_options={"ef": 50})
+    check_names(index="auto")

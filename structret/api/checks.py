@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from structret import defaults
 from structret.datasets import parse_data_spec
+from structret.index_build import choose_index
 from structret.models import trained_model
 from structret.registry import get_registry
 from structret.retrieval import resolve_system
@@ -27,6 +29,9 @@ def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None
         trained = trained_model(model)
         if trained is not None:  # a run: it decides the backbone
             backbone = trained.backbone
+    if index == defaults.AUTO:  # not a plugin: the index is chosen by size (index_build.choose_index)
+        choose_index(index, 0, index_options)
+        index = None
     for kind, name in (("backbone", backbone), ("index", index), ("retriever", retriever), ("miner", miner)):
         if name:
             registry.check(kind, name)
