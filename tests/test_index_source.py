@@ -191,6 +191,13 @@ def test_another_model_or_index_builds_anew_and_says_why(project, tmp_path, tiny
     (tmp_path / "idx" / "source-files.json").write_text("{ damaged")
     out = _index(project, tmp_path, tiny_bert_dir, "--index", "hnsw")
     assert "built from all 2 files (the index has no manifest of its files, or a damaged one)" in out
+    # the default (auto) is what a flat index of 4 functions was asked as: an index built when flat was the
+    # default is brought up to date, not rebuilt; hnsw is not what auto picks for 4, so that one is
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "built from all 2 files (another model, index or fusion was asked for)" in out
+    _index(project, tmp_path, tiny_bert_dir, "--index", "flat")
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "built from all" not in out and "0 of 2 files mined" in out
 
 
 def test_an_interrupted_rerun_leaves_the_previous_index_whole(project, tmp_path, tiny_bert_dir, monkeypatch):

@@ -41,7 +41,7 @@ from structret.errors import ArtifactError, DataError, StructretError
 from structret.mining import Job, mine, mine_file
 from structret.models import Model, ModelChoice, load_model
 from structret.registry import get_registry
-from structret.index_build import build_index, lexical_reader
+from structret.index_build import build_index, choose_index, lexical_reader
 from structret.search_index import load_index
 from structret.source_files import FORMAT, read_manifest, rel_of, scan, sha256, write_manifest
 
@@ -139,7 +139,7 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         reason = ("no index there yet" if not (out / "structret.json").is_file() else
                   "the index has no manifest of its files, or a damaged one" if previous is None else
                   "the folder moved" if previous.get("root") != str(source) else
-                  "another model, index or fusion was asked for" if previous.get("request") != request else "")
+                  "another model, index or fusion was asked for" if not _same_request(previous, request) else "")
         if reason:
             return _build(source, out, files, request, the_model, kind, metric, lexical, fusion, batch_size,
                           show_progress, index_options, reason)
@@ -186,6 +186,18 @@ def _encode(model: Model, texts: list[str], batch_size: int, show_progress: bool
         batch, kind="document", batch_size=batch_size, show_progress=show_progress))
     result.encoded, result.reused = cache.encoded, cache.reused
     return vectors
+
+
+def _same_request(previous: dict[str, Any], request: dict[str, Any]) -> bool:
+    """Whether the index ``previous`` records was asked for as ``request`` is: an index asked for by name
+    is what ``auto`` asks for when auto would have picked that name for its size (an index built when the
+    default was ``flat`` is not rebuilt for the default's new name)."""
+    asked = previous.get("request")
+    if not isinstance(asked, dict) or asked.get("kind") == request["kind"] or request["kind"] != defaults.AUTO:
+        return asked == request
+    count = sum(len(entry.get("ids", ())) for entry in previous.get("files", {}).values())
+    return (not asked.get("index_options") and asked.get("kind") == choose_index(defaults.AUTO, count)[0]
+            and {**asked, "kind": defaults.AUTO} == request)
 
 
 def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], request: dict[str, Any],
