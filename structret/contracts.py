@@ -509,6 +509,9 @@ OPTIONAL: dict[str, dict[str, str]] = {
                    "'targets'}; None: none); structret export merges it (merge_adapter) before writing",
         "merge_adapter": "merge_adapter(): fold the adapter into the base weights, the same vectors from a plain "
                          "model that loads without peft; structret export calls it and checks the vectors",
+        "onnx_twin": "onnx_twin() -> str | None: a folder of structret export --format onnx of its current weights "
+                     "(fp32 within cosine 0.9999 of its own vectors), made once; None where it cannot be. structret "
+                     "index SRC records it, and re-runs encode edited functions with it, without importing torch",
         "fingerprint": "fingerprint() -> str: a hash of everything that decides its vectors (weights, tokenizer, "
                        "settings); equal fingerprints must mean equal vectors. structret bench keeps encoded "
                        "vectors under it (structret.vector_cache); without it nothing is cached",

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from structret import defaults
 from structret.artifacts import verify_checksums
 from structret.errors import ArtifactError
+from structret.index_build import choose_index
 from structret.mining.sources import DEFAULT_EXCLUDE, source_files
 from structret.registry import get_registry
 
@@ -72,3 +74,15 @@ def rel_of(doc_id: str, source: Path) -> str | None:
         return Path(unquote(urlparse(head).path)).relative_to(source).as_posix()
     except ValueError:
         return None
+
+
+def same_request(previous: dict[str, Any], request: dict[str, Any]) -> bool:
+    """Whether the index ``previous`` records was asked for as ``request`` is: an index asked for by name
+    is what ``auto`` asks for when auto would have picked that name for its size (an index built when the
+    default was ``flat`` is not rebuilt for the default's new name)."""
+    asked = previous.get("request")
+    if not isinstance(asked, dict) or asked.get("kind") == request["kind"] or request["kind"] != defaults.AUTO:
+        return asked == request
+    count = sum(len(entry.get("ids", ())) for entry in previous.get("files", {}).values())
+    return (not asked.get("index_options") and asked.get("kind") == choose_index(defaults.AUTO, count)[0]
+            and {**asked, "kind": defaults.AUTO} == request)

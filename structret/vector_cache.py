@@ -67,8 +67,10 @@ class VectorCache:
         self.damaged.append(part.name)
         part.unlink(missing_ok=True)
 
-    def encode(self, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
-        """Vectors of ``texts`` in order: cached ones read, the others made by ``encode`` and kept."""
+    def encode(self, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], *,
+               keep: bool = True) -> np.ndarray:
+        """Vectors of ``texts`` in order: cached ones read, the others made by ``encode`` and kept (unless
+        ``keep`` is False: vectors of another encoder than the one the cache is for)."""
         rows = self._load()
         keys = [text_key(t) for t in texts]
         missing: dict[bytes, str] = {}
@@ -77,7 +79,8 @@ class VectorCache:
                 missing.setdefault(key, text)
         if missing:
             new = np.asarray(encode(list(missing.values())), dtype=np.float32)
-            self._add(list(missing), new)
+            if keep:
+                self._add(list(missing), new)
             rows.update(zip(missing, new))
         self.encoded += len(missing)
         self.reused += len(texts) - sum(1 for k in keys if k in missing)

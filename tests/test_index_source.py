@@ -69,7 +69,8 @@ def test_a_source_folder_is_indexed_and_kept_fresh(project, tmp_path, tiny_bert_
                                              "  return Math.min(high, Math.max(low, value));\n}\n")
     (project / "config.py").write_text(PYTHON.replace("def _tiny(x):\n    return x\n", ""))
     edited = run(*args).stdout
-    assert "indexed 4 functions" in edited and "1 new or edited, 1 gone or edited, 3 unchanged; 1 encoded" in edited
+    # the model's ONNX copy encodes the edited files' few functions, faster than the vector cache is read
+    assert "indexed 4 functions" in edited and "1 new or edited, 1 gone or edited, 3 unchanged; 4 encoded, 0 " in edited
     assert "2 of 2 files mined, 0 gone" in edited
     found = run("search", idx, "clampValue", "-k", "4", "--lines", "1").stdout
     assert "function clampValue" in found and "def _tiny" not in found
@@ -252,3 +253,48 @@ def test_a_function_edited_in_place_shows_its_new_text(project, tmp_path, tiny_b
     assert "1 of 2 files mined" in _index(project, tmp_path, tiny_bert_dir)
     found = run("search", tmp_path / "idx", "tiny", "-k", "4", "--json").stdout
     assert "def _tiny(y)" in found and "def _tiny(x)" not in found
+
+
+def test_a_rerun_encodes_edited_functions_with_the_models_onnx_copy_without_torch(project, tmp_path, tiny_bert_dir,
+                                                                                  monkeypatch):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    from structret.api import sources
+    from structret.models import open_model
+    from structret.search_index import load_index
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    _index(project, tmp_path, tiny_bert_dir)
+    twin = _manifest(tmp_path)["encoder"]
+    assert Path(twin["onnx"], "model.onnx").is_file() and str(tmp_path / "cache") in twin["onnx"]
+    added = "def clamp_value(value, low, high):\n    return min(high, max(low, value))\n"
+    (project / "config.py").write_text(PYTHON + "\n\n" + added)
+    # a new process, as a user runs it: the edited file's functions are encoded and torch is never imported
+    code = ("import sys\nfrom structret.cli import cli\n"
+            f"try:\n    cli({[str(a) for a in ['index', project, '--backbone', 'hf-encoder', '--model', tiny_bert_dir, '--out', tmp_path / 'idx']]})\n"
+            "except SystemExit as end:\n    assert not end.code, end.code\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch or transformers imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "STRUCTRET_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 new or edited" in done.stdout and "4 encoded, 0 vectors reused" in done.stdout, done.stdout
+    found = load_index(tmp_path / "idx", texts=True)
+    new_id = next(i for i, text in found.texts.items() if "clamp_value" in text)
+    model = open_model("hf-encoder", str(tiny_bert_dir))
+    reference = model.encode_document([found.texts[new_id]])[0]
+    stored = found.index.search(reference[None, :].astype(np.float32), 1)
+    assert stored[1][0][0] == new_id and stored[0][0][0] > 0.9999 * float(reference @ reference)
+
+    # the copy gone or damaged: the model is opened, as before there were copies
+    (Path(twin["onnx"]) / "model.onnx").write_bytes(b"damaged")
+    opened = []
+    real_open = sources.ModelChoice.open
+    monkeypatch.setattr(sources.ModelChoice, "open", lambda self: opened.append(1) or real_open(self))
+    (project / "config.py").write_text(PYTHON + "\n\n" + added.replace("clamp_value", "clamp_number"))
+    out = _index(project, tmp_path, tiny_bert_dir)
+    assert "1 new or edited" in out and opened == [1]

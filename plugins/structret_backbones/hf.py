@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from structret.errors import ModelLoadError
+from structret.errors import ArtifactError, ModelLoadError
 from structret.records import PooledEncoder
 from structret.plugin import resolve_options
 from structret_backbones import aspects as slots
@@ -25,6 +26,7 @@ from structret_backbones._loading import (
     save_head,
 )
 
+log = logging.getLogger("structret.backbones")
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # the informed-head options, kept in the model's config.json under this key
 INFORMED_CONFIG = "structret_informed"
@@ -274,6 +276,17 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
             self._onnx = onnx_encoder(self, self.plugin_name)
         return self._onnx.encode(texts, kind=kind, batch_size=batch_size, show_progress=show_progress)
+
+    def onnx_twin(self) -> str | None:
+        """This model's current weights exported to ONNX, the folder ``runtime="onnx"`` encodes with (made
+        once, checked against torch); None, and why logged, where it cannot be made."""
+        from structret_backbones.onnx_runtime import exported
+
+        try:
+            return str(exported(self, self.plugin_name))
+        except (ModelLoadError, ArtifactError) as exc:
+            log.info("no ONNX copy of %s: %s", self.name, exc)
+            return None
 
     @property
     def training_module(self) -> torch.nn.Module:

@@ -26,9 +26,21 @@ EXPORT_VERSION = 3
 
 def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
     """The onnxruntime encoder of ``backbone``'s current weights, exported and checked on first use."""
-    from structret.plugin import ExportError, OnnxEncoder, cache_dir, require_modules, verify_checksums
+    from structret.plugin import OnnxEncoder
 
     variant = "int8" if backbone.runtime == "onnx-int8" else "fp32"
+    where = exported(backbone, backbone_name)
+    import torch
+
+    return OnnxEncoder(where, variant=variant, threads=torch.get_num_threads())
+
+
+def exported(backbone: Any, backbone_name: str) -> Any:
+    """The folder of ``backbone``'s current weights as ``structret export --format onnx`` writes it, in
+    STRUCTRET_CACHE/onnx under their fingerprint: exported and checked against torch the first time
+    (ModelLoadError where that cannot be done), checksums verified every time."""
+    from structret.plugin import ExportError, cache_dir, require_modules, verify_checksums
+
     try:
         require_modules("onnx", "onnxruntime")
     except ExportError as exc:
@@ -42,17 +54,15 @@ def onnx_encoder(backbone: Any, backbone_name: str) -> Any:
         verify_checksums(where)
     finally:
         backbone.runtime, backbone.dtype = runtime, dtype
-    import torch
-
-    return OnnxEncoder(where, variant=variant, threads=torch.get_num_threads())
+    return where
 
 
 def _export(backbone: Any, backbone_name: str, runtime: str, where: Any) -> None:
     from structret.plugin import ExportError, write_checked_onnx
 
     try:
-        log.info("runtime=%s: exporting %s to ONNX in %s (once)", runtime, backbone.name, where)
+        log.info("exporting %s to ONNX in %s (once)", backbone.name, where)
         write_checked_onnx(backbone, backbone_name, where, echo=log.info)
     except ExportError as exc:
-        raise ModelLoadError(f"runtime={runtime} cannot be used for {backbone.name}: {exc} "
+        raise ModelLoadError(f"{backbone.name} cannot be exported to ONNX: {exc} "
                              f"Encode with runtime=torch (the default).") from None

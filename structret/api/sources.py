@@ -14,7 +14,9 @@ of its functions), so a re-run
 - mines only new and edited files, drops the functions of deleted ones, and updates the index in
   place (``updates.apply_update``: the same atomic swap as ``structret index --add/--remove``), the
   vectors of unchanged texts kept in ``STRUCTRET_CACHE`` (structret.vector_cache);
-- with nothing changed, answers without loading the model.
+- with nothing changed, answers without loading the model;
+- encodes a few edited functions with the model's ONNX copy made at build (structret.source_vectors),
+  so it imports neither torch nor transformers (seconds of a re-run's start).
 
 A file that no longer parses keeps its previous functions and is named in the result. A different
 model, index kind, metric, lexical side or fusion, or a folder moved elsewhere, rebuilds the index;
@@ -34,21 +36,23 @@ from typing import Any, Callable
 
 from structret import defaults
 from structret.api.updates import apply_update, update_lock
-from structret.artifacts import atomic_dir, cache_dir, verify_checksums
+from structret.artifacts import atomic_dir, verify_checksums
 from structret.contracts import optional
 from structret.datasets import load_dataset
 from structret.errors import ArtifactError, DataError, StructretError
 from structret.mining import Job, mine, mine_file
 from structret.models import Model, ModelChoice, load_model
 from structret.registry import get_registry
-from structret.index_build import build_index, choose_index, lexical_reader
+from structret.index_build import build_index, lexical_reader
 from structret.search_index import load_index
-from structret.source_files import FORMAT, read_manifest, rel_of, scan, sha256, write_manifest
+from structret.source_vectors import encode, make_twin, open_twin, vectors_key
+from structret.source_files import FORMAT, read_manifest, rel_of, same_request, scan, sha256, write_manifest
 
 # a change touching more files than this share (and at least _REBUILD_MIN of them) is mined from scratch,
 # in worker processes, rather than file by file
 _REBUILD_SHARE = 0.25
 _REBUILD_MIN = 64
+_FEW = 64  # functions to encode that the model's ONNX copy encodes without reading the vector cache
 
 
 @dataclass
@@ -112,8 +116,11 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
     choice = model if isinstance(model, ModelChoice) else None
     opened: list[Model] = [model] if isinstance(model, Model) else [loaded] if loaded is not None else []
 
-    def the_model() -> Model:
+    def the_model(twin: Any = None) -> Model:
+        """The model given or open; else the ONNX copy ``twin`` a manifest records, if it opens; else opened."""
         if not opened:
+            if (quick := open_twin(twin) if isinstance(twin, dict) else None) is not None:
+                return quick
             opened.append(choice.open() if choice is not None else load_model(str(model)))
         return opened[0]
 
@@ -139,7 +146,7 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         reason = ("no index there yet" if not (out / "structret.json").is_file() else
                   "the index has no manifest of its files, or a damaged one" if previous is None else
                   "the folder moved" if previous.get("root") != str(source) else
-                  "another model, index or fusion was asked for" if not _same_request(previous, request) else "")
+                  "another model, index or fusion was asked for" if not same_request(previous, request) else "")
         if reason:
             return _build(source, out, files, request, the_model, kind, metric, lexical, fusion, batch_size,
                           show_progress, index_options, reason)
@@ -171,37 +178,8 @@ def _records(rows: Path) -> Any:
     return load_dataset(f"codesearchnet:{rows}", code_field="original_string")
 
 
-def _encode(model: Model, texts: list[str], batch_size: int, show_progress: bool,
-            result: SourceIndexResult) -> Any:
-    """Vectors of ``texts``: those whose text the vector cache holds are reused, the rest encoded."""
-    from structret.vector_cache import VectorCache, cache_key  # numpy: kept out of import structret.api
-
-    backbone = model.backbone
-    fingerprint = optional("backbone", backbone, "fingerprint")
-    if fingerprint is None:
-        result.encoded = len(texts)
-        return backbone.encode(texts, kind="document", batch_size=batch_size, show_progress=show_progress)
-    cache = VectorCache(cache_dir(), cache_key(fingerprint(), "document", model.text_format.name or ""))
-    vectors = cache.encode(texts, lambda batch: backbone.encode(
-        batch, kind="document", batch_size=batch_size, show_progress=show_progress))
-    result.encoded, result.reused = cache.encoded, cache.reused
-    return vectors
-
-
-def _same_request(previous: dict[str, Any], request: dict[str, Any]) -> bool:
-    """Whether the index ``previous`` records was asked for as ``request`` is: an index asked for by name
-    is what ``auto`` asks for when auto would have picked that name for its size (an index built when the
-    default was ``flat`` is not rebuilt for the default's new name)."""
-    asked = previous.get("request")
-    if not isinstance(asked, dict) or asked.get("kind") == request["kind"] or request["kind"] != defaults.AUTO:
-        return asked == request
-    count = sum(len(entry.get("ids", ())) for entry in previous.get("files", {}).values())
-    return (not asked.get("index_options") and asked.get("kind") == choose_index(defaults.AUTO, count)[0]
-            and {**asked, "kind": defaults.AUTO} == request)
-
-
 def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], request: dict[str, Any],
-           the_model: Callable[[], Model], kind: str, metric: str, lexical: str | None, fusion: Any,
+           the_model: Callable[..., Model], kind: str, metric: str, lexical: str | None, fusion: Any,
            batch_size: int, show_progress: bool, index_options: dict[str, Any], reason: str) -> SourceIndexResult:
     """Mine every file, encode what the vector cache lacks, write a new index and its manifest."""
     result = SourceIndexResult(str(source), files=len(files), files_read=len(files), files_mined=len(files),
@@ -235,13 +213,16 @@ def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], requ
     result.new = sum((now - before).values())
     result.gone = sum((before - now).values())
     result.unchanged = len(texts) - result.new
-    vectors = _encode(model, texts, batch_size, show_progress, result)
+    key = vectors_key(model)
+    vectors, result.encoded, result.reused = encode(model, texts, key, batch_size=batch_size,
+                                                    show_progress=show_progress)
+    twin = make_twin(model, key)
     if fusion is None and lexical:  # a trained run's recipe carries the fusion chosen on validation with it
         fusion = model.recipe.get("fusion") or None
     built = build_index(model, vectors=vectors, ids=ids, texts=texts, kind=kind, metric=metric, lexical=lexical,
                         fusion=fusion, readings=readings if reader is not None else None, **index_options)
     built.meta["source"] = {"path": str(source), "languages": result.languages}
-    manifest = {"format": FORMAT, "root": str(source), "request": request,
+    manifest = {"format": FORMAT, "root": str(source), "request": request, **({"encoder": twin} if twin else {}),
                 "files": {rel: {"language": language, "size": size, "mtime_ns": mtime,
                                 "sha256": sha256(source / rel), "ids": by_file[rel]}
                           for rel, (language, size, mtime) in files.items()}}
@@ -252,7 +233,7 @@ def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], requ
 
 
 def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], previous: dict[str, Any],
-             the_model: Callable[[], Model], batch_size: int, show_progress: bool, kind: str, metric: str,
+             the_model: Callable[..., Model], batch_size: int, show_progress: bool, kind: str, metric: str,
              lexical: str | None, fusion: Any, index_options: dict[str, Any],
              request: dict[str, Any]) -> SourceIndexResult:
     """Mine the new and edited files, drop the functions of deleted ones, update the index in place."""
@@ -307,7 +288,10 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
     if not mined and not gone:  # every changed file failed or holds nothing: the index stays as it is
         return _unchanged(result, known)
 
-    model = the_model()
+    recorded = previous.get("encoder")
+    twin: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    model = the_model(twin or None)
+    quick = bool(twin) and model.backbone_name == "onnx" and model.model == twin.get("onnx")
     add_ids: list[str] = []
     add_texts: list[str] = []
     reader = lexical_reader(lexical) if lexical else None
@@ -341,7 +325,10 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
     now = Counter(add_texts)
     result.new = sum((now - before).values())
     result.gone = sum((before - now).values())
-    vectors = _encode(model, add_texts, batch_size, show_progress, result) if add_ids else None
+    # the ONNX copy encodes a few functions faster than the cache of all the model's vectors is read
+    key = (twin["vectors"] if len(add_texts) > _FEW else None) if quick else vectors_key(model)
+    vectors, result.encoded, result.reused = encode(model, add_texts, key, keep=not quick, batch_size=batch_size,
+                                                    show_progress=show_progress) if add_ids else (None, 0, 0)
     languages: Counter[str] = Counter()
     for entry in entries.values():
         languages[entry["language"]] += len(entry["ids"])
