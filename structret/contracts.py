@@ -537,6 +537,9 @@ OPTIONAL: dict[str, dict[str, str]] = {
         "save": "save(directory): write the fitted retriever into directory (created if missing), with every "
                 "option that changes how it reads text; structret index --lexical checksums what it writes",
         "load": "load(directory) -> retriever, on the registered class: the retriever save() wrote, fitted",
+        "update": "update(rows) -> bool: become the fit of a new corpus reading only its new documents (rows: per "
+                  "document, the position of one it holds, or a new one's text), scoring as fit would; False when "
+                  "it cannot (then it is fitted). An index's update (structret index SRC's re-runs) uses it",
         "terms": "terms(texts, kind) -> list[list[str]]: the terms its BM25 indexes for each text (kind 'document': "
                  "the texts read together, as fit reads them; 'query'), each a word without spaces: what an index "
                  "holding a BM25 of its own (index.set_texts) is given, so its analyzer sees the same terms. Needs "

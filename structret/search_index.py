@@ -9,7 +9,7 @@ import zlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from structret import defaults
 from structret.artifacts import add_to_checksums, checksummed, read_meta, rebuild_hint, verified
@@ -111,6 +111,24 @@ class SearchIndex:
         self.meta["lexical"] = {"retriever": name, "options": options, "fusion": parse(fusion).as_dict()}
         if in_index:
             self.meta["lexical"]["in_index"] = True
+
+    def update_lexical(self, added: Iterable[str]) -> bool:
+        """Bring the lexical side up to date with the kept texts after an update that ``added`` these ids (and
+        removed others), reading only the added documents, where the retriever can (``update``); False where
+        it cannot: refit it then (``add_lexical``). The order of documents is add_lexical's: the texts'."""
+        update = optional("retriever", self.lexical, "update") if self.lexical is not None else None
+        if update is None or self.lexical_in_index or self.lexical_ids is None or not self.texts:
+            return False
+        added = set(added)
+        position = {i: p for p, i in enumerate(self.lexical_ids)}
+        readings = self.readings or {}
+        order = list(self.texts)
+        if any(i not in position and i not in added for i in order):
+            return False  # a document neither kept nor added: not an update of this side
+        if not update([position[i] if i not in added else readings.get(i, self.texts[i]) for i in order]):
+            return False
+        self.lexical_ids = order
+        return True
 
     @property
     def lexical_in_index(self) -> bool:

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from structret_lexical.term_counts import TermCounts, fitted
+
 # bm25s' default token pattern keeps words of two or more characters; the same rule
 # is applied to sub-tokens so "getX" does not index a lone "x".
 _MIN_LEN = 2
@@ -89,6 +91,8 @@ class BM25Retriever:
         except ValueError as exc:
             raise ValueError(f"bm25: unknown stopwords {stopwords!r}; use a language code like 'en', None, or a list of words") from exc
         self._model: Any = None  # bm25s.BM25 once fitted or loaded
+        self._counts: TermCounts | None = None  # what the model was built from (update), read on first need
+        self._saved_in: Path | None = None
         # what save() records, so that load() tokenizes queries exactly as the documents were
         self._options = {"k1": k1, "b": b, "method": method, "stopwords": stopwords, "lowercase": lowercase,
                          "split_identifiers": split_identifiers}
@@ -147,10 +151,41 @@ class BM25Retriever:
                 f"bm25: none of the {len(docs)} documents has an indexable word "
                 "(all empty, too short or stopwords)"
             )
-        model = self._bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        model.index(corpus_tokens, show_progress=False)
-        self._model = model
-        self._n_docs = len(docs)
+        self._build(TermCounts.from_tokens(corpus_tokens))
+
+    def _build(self, counts: TermCounts) -> None:
+        self._model = fitted(counts, k1=self.k1, b=self.b, method=self.method)
+        self._counts, self._saved_in = counts, None
+        self._n_docs = len(counts)
+
+    def update(self, rows: Sequence[int | str]) -> bool:
+        """Become the index of a new corpus without tokenizing it all again: one entry per document, the
+        position of a document this index holds (unchanged), or the text of a new one. The scores are what
+        ``fit`` of the new corpus gives. False, and nothing changed, when this index does not keep what it
+        was built from (saved by an older structret): fit it then."""
+        counts = self.updated_counts(rows)
+        if counts is None:
+            return False
+        self._build(counts)
+        return True
+
+    def updated_counts(self, rows: Sequence[int | str]) -> TermCounts | None:
+        """The term counts ``update(rows)`` builds from (this index unchanged), or None without counts."""
+        counts = self._term_counts()
+        if counts is None:
+            return None
+        picks = [r if isinstance(r, (int, np.integer)) else self.tokenize(r) for r in rows]
+        if any(isinstance(p, (int, np.integer)) and not 0 <= p < self._n_docs for p in picks):
+            raise ValueError(f"bm25: update rows must be positions in 0..{self._n_docs - 1} or texts")
+        return counts.rows(picks)
+
+    def _term_counts(self) -> TermCounts | None:
+        if self._counts is None and self._saved_in is not None:
+            self._counts = TermCounts.load(self._saved_in)
+            if self._counts is not None and len(self._counts) != self._n_docs:
+                raise ValueError(f"bm25: {self._saved_in} holds term counts of {len(self._counts)} documents for "
+                                 f"{self._n_docs}; rebuild it")
+        return self._counts
 
     def __len__(self) -> int:
         return self._n_docs
@@ -161,6 +196,9 @@ class BM25Retriever:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self._model.save(str(directory), show_progress=False)
+        counts = self._term_counts()
+        if counts is not None:
+            counts.save(directory)
         (directory / OPTIONS_FILE).write_text(json.dumps({"options": self._options, "documents": self._n_docs}),
                                               encoding="utf-8")
 
@@ -176,6 +214,7 @@ class BM25Retriever:
             raise ValueError(f"bm25: {directory} does not hold a saved BM25 index ({type(exc).__name__}: {exc}); "
                              f"rebuild it") from None
         retriever._n_docs = int(saved["documents"])
+        retriever._saved_in = directory  # the term counts are read only by an update
         return retriever
 
     def _check_fitted(self) -> None:

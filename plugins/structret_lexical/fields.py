@@ -28,10 +28,15 @@ from typing import Any, Callable, Sequence, cast
 import numpy as np
 
 from structret_lexical.bm25 import BM25Retriever, _top
+from structret_lexical.term_counts import NoWords, TermCounts
 
 FIELDS = ("name", "signature", "calls", "comments", "body", "path", "scope", "callers")
 PATH_PARTS = 3  # the path field: the file's stem and the directories just above it
 OPTIONS_FILE = "fields.json"
+# what an update needs of each function to read the call graph again without reading the function:
+# its name, scope, file, the names it calls and its callers (FieldBM25Retriever.update)
+GRAPH_FILE = "graph.json"
+GRAPH = ("name", "scope", "file", "calls", "callers")
 
 _CALL = re.compile(r"([A-Za-z_$][\w$]*)\s*\(")
 # words before "(" that are not a function's name
@@ -162,6 +167,7 @@ class FieldBM25Retriever:
 
     name = "bm25-fields"
     kind = "field"  # for settings(): "BM25 per field"
+    graph = True  # its fields are a function's, read by split_fields (what update relies on)
 
     def __init__(self, *, weights: str | dict = "name:1,signature:0.5,calls:0,comments:0.25,body:1", k1: float = 1.5,
                  b: float = 0.75, method: str = "lucene", stopwords: str | list[str] | None = "en",
@@ -172,6 +178,8 @@ class FieldBM25Retriever:
                                               "lowercase": lowercase, "split_identifiers": split_identifiers}
         self._fields: dict[str, BM25Retriever | None] = {}
         self._n_docs = 0
+        self._graph: list[list[str]] | None = None  # each document's GRAPH entries (update), read on first need
+        self._saved_in: Path | None = None
 
     @staticmethod
     def _parse_weights(text: str | dict) -> dict[str, float]:
@@ -193,10 +201,13 @@ class FieldBM25Retriever:
 
     def _field_texts(self, docs: list[str]) -> dict[str, list[str]]:
         """Each field's text of every document, by field name."""
+        return {field: [parts[field] for parts in self._split(docs)] for field in FIELDS}
+
+    def _split(self, docs: list[str]) -> list[dict[str, str]]:
         split = [split_fields(doc) for doc in docs]
         if self._weight("callers"):
             add_callers(split)
-        return {field: [parts[field] for parts in split] for field in FIELDS}
+        return split
 
     def terms(self, texts: Sequence[str], kind: str = "document") -> list[list[str]]:
         """The tokens of a document's weighted fields, one list (contracts.OPTIONAL: what an index holding
@@ -222,7 +233,11 @@ class FieldBM25Retriever:
         self._fields = {}
         retriever: BM25Retriever | None
         words: dict[str, tuple[str, ...]] = {}
-        for field, texts in self._field_texts(docs).items():
+        split = self._split(docs) if self.graph else None
+        self._graph = [[parts[key] for key in GRAPH] for parts in split] if split is not None else None
+        field_texts = ({field: [parts[field] for parts in split] for field in FIELDS} if split is not None
+                       else self._field_texts(docs))
+        for field, texts in field_texts.items():
             if not self._weight(field):
                 continue
             retriever = BM25Retriever(**self._bm25_options)
@@ -235,6 +250,59 @@ class FieldBM25Retriever:
                 retriever = None
             self._fields[field] = retriever
         self._n_docs = len(docs)
+
+    def update(self, rows: Sequence[int | str]) -> bool:
+        """``fit`` of a new corpus, reading only its new documents: one entry per document, the position of
+        one this index holds, or a new one's text. A function whose callers changed (the call graph is read
+        again from every function's name and calls) has its callers field read again. The scores are what
+        fit gives. False, and nothing changed, where this index cannot (saved by an older structret): fit
+        it then."""
+        graph = self._graph_entries()
+        if graph is None:
+            return False
+        if any(isinstance(r, (int, np.integer)) and not 0 <= r < self._n_docs for r in rows):
+            raise ValueError(f"{self.name}: update rows must be positions in 0..{self._n_docs - 1} or texts")
+        entries = [dict(zip(GRAPH, graph[r])) if isinstance(r, (int, np.integer)) else split_fields(r) for r in rows]
+        if self._weight("callers"):
+            add_callers(entries)
+        made: dict[str, TermCounts | None] = {}
+        for field, retriever in self._fields.items():
+            if retriever is None:  # no document had a word in it: each kept one has none still
+                retriever = BM25Retriever(**self._bm25_options)
+                retriever._counts, retriever._n_docs = TermCounts.empty(self._n_docs), self._n_docs
+            # a kept function is read again only where what it is read as changed: its callers
+            picks: list[int | str] = [r if isinstance(r, (int, np.integer)) and (
+                field != "callers" or entries[n]["callers"] == graph[r][GRAPH.index("callers")]) else entries[n][field]
+                for n, r in enumerate(rows)]
+            try:
+                counts = retriever.updated_counts(picks)
+            except NoWords:  # still no word in this field: it adds nothing, as fit leaves it out
+                made[field] = None
+                continue
+            if counts is None:  # saved by an older structret: fit
+                return False
+            made[field] = counts
+        for field, counts in made.items():  # every field's counts made: now change them all
+            if counts is None:
+                self._fields[field] = None
+                continue
+            retriever = self._fields[field] or BM25Retriever(**self._bm25_options)
+            retriever._build(counts)
+            self._fields[field] = retriever
+        self._graph = [[entry[key] for key in GRAPH] for entry in entries]
+        self._n_docs = len(rows)
+        return True
+
+    def _graph_entries(self) -> list[list[str]] | None:
+        if self._graph is None and self._saved_in is not None and self.graph:
+            try:
+                self._graph = json.loads((self._saved_in / GRAPH_FILE).read_text(encoding="utf-8"))
+            except FileNotFoundError:  # saved by an older structret
+                return None
+            if len(self._graph or ()) != self._n_docs:
+                raise ValueError(f"{self.name}: {self._saved_in / GRAPH_FILE} holds {len(self._graph or ())} "
+                                 f"functions for {self._n_docs}; rebuild the index")
+        return self._graph
 
     def __len__(self) -> int:
         return self._n_docs
@@ -273,6 +341,9 @@ class FieldBM25Retriever:
         saved = {"weights": self.weights, "options": self._bm25_options, "documents": self._n_docs,
                  "fields": list(self._fields), "empty": [f for f, r in self._fields.items() if r is None]}
         (directory / OPTIONS_FILE).write_text(json.dumps(saved), encoding="utf-8")
+        graph = self._graph_entries()
+        if graph is not None:
+            (directory / GRAPH_FILE).write_text(json.dumps(graph, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "FieldBM25Retriever":
@@ -283,6 +354,7 @@ class FieldBM25Retriever:
             retriever._fields = {field: None if field in saved["empty"] else BM25Retriever.load(directory / field)
                                  for field in saved["fields"]}
             retriever._n_docs = int(saved["documents"])
+            retriever._saved_in = directory  # the call graph is read only by an update
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{cls.name}: {directory} does not hold a saved index ({type(exc).__name__}: {exc}); "
                              f"rebuild it") from None
@@ -319,6 +391,7 @@ class ItemFieldBM25Retriever(FieldBM25Retriever):
 
     name = "bm25-item-fields"
     kind = "item field"
+    graph = False  # an update refits: a new aspect is a new field
 
     def __init__(self, *, weights: str | dict = "title:0.25,content:3,aspects:0,aspect.section:0.5",
                  k1: float = 1.5, b: float = 0.75, method: str = "lucene", stopwords: str | list[str] | None = "en",

@@ -151,8 +151,9 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
             raise IndexInputError(f"{source}: {exc} To replace a document, also --remove its id.") from None
         if kept_texts is not None and texts is not None:
             kept_texts.update((i, t) for i, t in zip(ids, texts) if t is not None)
-    if found.lexical is not None:
-        # BM25's statistics (document frequencies, mean length) cover the whole corpus: refit it
+    # BM25's statistics (document frequencies, mean length) cover the whole corpus: a lexical side that keeps
+    # what it was built from rebuilds them reading only the added documents; any other is fitted again
+    if found.lexical is not None and not found.update_lexical(ids):
         lexical = found.meta["lexical"]
         found.add_lexical(lexical["retriever"], lexical.get("fusion"), **(lexical.get("options") or {}))
         found.meta["lexical"] = {**lexical, **found.meta["lexical"]}  # what else it recorded (the tuning) stays
