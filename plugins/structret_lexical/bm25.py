@@ -181,7 +181,9 @@ class BM25Retriever:
 
     def _term_counts(self) -> TermCounts | None:
         if self._counts is None and self._saved_in is not None:
-            self._counts = TermCounts.load(self._saved_in)
+            # the counts' term ids are the model's vocabulary ids (fitted()); "" is bm25s' own, last
+            vocab = sorted(self._model.vocab_dict, key=self._model.vocab_dict.__getitem__)
+            self._counts = TermCounts.load(self._saved_in, [term for term in vocab if term != ""])
             if self._counts is not None and len(self._counts) != self._n_docs:
                 raise ValueError(f"bm25: {self._saved_in} holds term counts of {len(self._counts)} documents for "
                                  f"{self._n_docs}; rebuild it")

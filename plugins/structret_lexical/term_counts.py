@@ -1,7 +1,7 @@
 """What a BM25 is built from: each document's terms and how often each occurs (a CSR matrix of
 counts), and the BM25 score matrix made from them with numpy in one pass.
 
-Kept beside a saved BM25 (``term_counts.npz``), the counts let an update tokenize only the documents
+Kept beside a saved BM25 (``term_counts.npz``; its vocabulary is bm25s' own), the counts let an update tokenize only the documents
 it adds: the statistics that move with every document (document frequencies, the mean length) are
 all in them, so the rebuilt scores are what a fit of the whole corpus gives. bm25s builds the same
 matrix with a Python loop over documents, most of a refit of 10k functions; ``ScoredBM25`` is bm25s'
@@ -94,18 +94,22 @@ class TermCounts:
         return TermCounts([vocab[i] for i in used], indptr, remap[terms].astype(np.int32), counts)
 
     def save(self, directory: str | os.PathLike) -> None:
+        """The counts, without the vocabulary: bm25s saves that (``vocab.index.json``) beside them."""
         with open(Path(directory) / FILE, "wb") as out:
-            np.savez(out, indptr=self.indptr, terms=self.terms, counts=self.counts,
-                     vocab=np.array(self.vocab, dtype=object).astype(str) if self.vocab else np.array([], dtype=str))
+            np.savez(out, indptr=self.indptr, terms=self.terms, counts=self.counts)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "TermCounts | None":
-        """The counts saved in ``directory``; None where there are none (saved by an older structret)."""
+    def load(cls, directory: str | os.PathLike, vocab: list[str]) -> "TermCounts | None":
+        """The counts saved in ``directory``, over ``vocab`` (the term of each id); None where there are
+        none (saved by an older structret)."""
         file = Path(directory) / FILE
         if not file.is_file():
             return None
         with np.load(file, allow_pickle=False) as saved:
-            return cls(saved["vocab"].tolist(), saved["indptr"], saved["terms"], saved["counts"])
+            counts = cls(vocab, saved["indptr"], saved["terms"], saved["counts"])
+        if len(counts.terms) and int(counts.terms.max()) >= len(vocab):
+            raise ValueError(f"bm25: {file} names terms its vocabulary does not have; rebuild the index")
+        return counts
 
 
 def bm25_class():
