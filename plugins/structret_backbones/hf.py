@@ -284,8 +284,9 @@ class HFEncoder(TrainableMixin, TransformerBackbone):
 
         try:
             return str(exported(self, self.plugin_name))
-        except (ModelLoadError, ArtifactError) as exc:
-            log.info("no ONNX copy of %s: %s", self.name, exc)
+        except (ModelLoadError, ArtifactError, OSError, RuntimeError) as exc:  # a copy only saves time: never fail
+            log.warning("no ONNX copy of %s (%s); re-runs of an index of a source folder will open the model",
+                        self.name, exc)
             return None
 
     @property
