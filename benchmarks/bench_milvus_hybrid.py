@@ -3,9 +3,9 @@
 The six-language corpus' validation split (docs/results.md, "Multi-language code data": 1,800
 functions, 1,800 queries, one pool), MiniLM's vectors (encoded once, kept in STRUCTRET_CACHE),
 built twice with ``structret.build_index``: ``flat`` with structret's lexical side (BM25 in
-numpy, fused by structret.fusion) and ``milvus`` (Milvus Lite) holding the lexical side itself (the
-retriever's terms in a BM25 Function's sparse field, searched with ``hybrid_search`` and the
-nearest Milvus ranker). For each lexical retriever and fusion: MRR@100 of both, the share of
+numpy) and ``milvus`` (Milvus Lite) holding the lexical side itself (each of the retriever's fields
+in a BM25 Function's sparse field of its own, searched with ``hybrid_search`` and summed with the
+retriever's weights); both fused by structret.fusion. For each lexical retriever and fusion: MRR@100 of both, the share of
 queries whose top 10 are the same ids in the same order, and the mean overlap of the two top-10
 sets. ``lexical alone`` (fusion weight 1) and ``dense alone`` (weight 0) separate the two sides'
 share of the difference. ::

@@ -542,8 +542,11 @@ OPTIONAL: dict[str, dict[str, str]] = {
                   "it cannot (then it is fitted). An index's update (structret index SRC's re-runs) uses it",
         "terms": "terms(texts, kind) -> list[list[str]]: the terms its BM25 indexes for each text (kind 'document': "
                  "the texts read together, as fit reads them; 'query'), each a word without spaces: what an index "
-                 "holding a BM25 of its own (index.set_texts) is given, so its analyzer sees the same terms. Needs "
-                 "no fit",
+                 "holding a BM25 of its own searches a query by, so its analyzer sees the same terms. Needs no fit",
+        "fields": "fields(texts) -> {field: (weight, terms per text)}: the fields a score sums, each with its weight "
+                  "and each document's terms (the texts read together, as fit reads them): what an index holding a "
+                  "BM25 of its own is given (index.set_texts) and weighs (index.search_lexical), so that its ranking "
+                  "is this retriever's. Needs no fit",
     },
     "extractor": {"failures": "a Counter of what it could not read, by reason (structret extract prints it)"},
     "linearizer": {
@@ -559,14 +562,15 @@ OPTIONAL: dict[str, dict[str, str]] = {
                   "(structret.indexing.IndexInputError) naming it and removes nothing; [] is a no-op. A removed "
                   "id may be added again, with any vector. save() after remove() saves the index without them, "
                   "and a loaded index removes alike (structret index --remove needs it)",
-        "set_texts": "set_texts(ids, texts): give ids already added a text for the index's own BM25 (each text the "
-                     "terms of a retriever's terms(), space separated; a later call replaces an id's text), kept "
-                     "with the vectors by save and load, and dropped by remove. With search_hybrid it makes an "
-                     "index hold a hybrid's lexical side itself (SearchIndex.add_lexical)",
-        "search_hybrid": "search_hybrid(queries, texts, k, fusion) -> (scores [n, k'], ids): the top k of each query "
-                         "by the index's own fusion of its vectors' scores with its BM25 over set_texts' texts "
-                         "(texts: each query's terms, space separated; fusion: a structret.fusion.Fusion as a dict, "
-                         "which the index follows as closely as it can and documents where it cannot)",
+        "set_texts": "set_texts(ids, fields): give ids already added their lexical fields for the index's own BM25 "
+                     "(fields: {name: one text per id, the terms of a retriever's fields(), space separated}; each "
+                     "field a BM25 of its own; a later call replaces every given id's fields), kept with the vectors "
+                     "by save and load, and dropped by remove. With search_lexical it makes an index hold a hybrid's "
+                     "lexical side itself (SearchIndex.add_lexical)",
+        "search_lexical": "search_lexical(texts, k, weights) -> (scores [n, k'], ids): the top k of each query "
+                          "(its terms, space separated) by the weighted sum of the fields' BM25 scores (weights: "
+                          "{field: weight}), best first, rows padded with -inf past what matched. Structret fuses "
+                          "them with the vectors' top k, as with a lexical side of its own",
     },
     "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors",
               "blank_docstrings": "blank_docstrings(source, path) -> str: the source with every mined function's "

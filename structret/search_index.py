@@ -8,6 +8,7 @@ import json
 import zlib
 import os
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -73,9 +74,10 @@ class SearchIndex:
         vectors in every search (structret.fusion; ``fusion``: a spec, a Fusion or None for the
         default). ``options`` go to the retriever.
 
-        An index plugin that holds a BM25 of its own (``set_texts`` and ``search_hybrid``, such as
-        milvus) is given the retriever's terms of every document instead, and searches and fuses
-        itself; the retriever then only reads the queries (``terms``)."""
+        An index plugin that holds a BM25 of its own (``set_texts`` and ``search_lexical``, such as
+        milvus) is given the retriever's fields of every document instead (``fields``: each field's
+        terms and weight) and searches them; the retriever then only reads the queries (``terms``).
+        Both sides' candidates are fused here, as with a lexical side of structret's own."""
         from structret.fusion import parse  # numpy: kept out of import structret.api
 
         if not self.texts:
@@ -83,10 +85,10 @@ class SearchIndex:
                                  "from a dataset, or with texts=.")
         retriever = get_registry().create("retriever", name, **options)
         in_index = _holds_lexical(self.index)
-        if in_index and not callable(optional("retriever", retriever, "terms")):
+        if in_index and not all(callable(optional("retriever", retriever, m)) for m in ("terms", "fields")):
             raise StructretError(f"this {self.kind} index holds its lexical side itself and needs the retriever's "
-                                 f"terms (terms(texts, kind)); '{name}' has none. Use bm25, bm25-fields or "
-                                 f"bm25-project, or another kind of index.")
+                                 f"terms and fields (terms(texts, kind), fields(texts)); '{name}' has not both. Use "
+                                 f"bm25, bm25-fields or bm25-project, or another kind of index.")
         if not in_index and not all(callable(optional("retriever", retriever, member))
                                     for member in ("search", "save", "load")):
             raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
@@ -103,14 +105,17 @@ class SearchIndex:
         documents = [readings.get(i, text) for i, text in pairs]
         if in_index:
             # every text again, not only an update's: a function's callers field changes with other functions
+            fields = retriever.fields(documents)
             set_texts = optional("index", self.index, "set_texts")
-            set_texts(self.lexical_ids, [" ".join(t) for t in retriever.terms(documents, "document")])
+            set_texts(self.lexical_ids, {field: [" ".join(t) for t in terms] for field, (_, terms) in fields.items()})
+            weights = {field: weight for field, (weight, _) in fields.items()}
         else:
             retriever.fit(documents)
         self.lexical = retriever
         self.meta["lexical"] = {"retriever": name, "options": options, "fusion": parse(fusion).as_dict()}
         if in_index:
             self.meta["lexical"]["in_index"] = True
+            self.meta["lexical"]["field_weights"] = weights
 
     def update_lexical(self, added: Iterable[str]) -> bool:
         """Bring the lexical side up to date with the kept texts after an update that ``added`` these ids (and
@@ -230,20 +235,32 @@ class SearchIndex:
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
                                  "one per vector: search_vectors(vectors, k, texts=[...]).")
         fusion = self.fusion
-        if self.lexical_in_index:
-            terms = [" ".join(t) for t in self.lexical.terms(list(texts), "query")]
-            scores, ids = optional("index", self.index, "search_hybrid")(vectors, terms, k, fusion.as_dict())
-            return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
-                    for row_scores, row_ids in zip(scores, ids)]
         depth = max(k, min(fusion.depth, len(self.index)))
         dense_scores, dense_ids = self.index.search(vectors, depth)
-        lexical_scores, positions = self.lexical.search(list(texts), max(k, min(fusion.depth, len(self.lexical_ids))))
+        width = max(k, min(fusion.depth, len(self.lexical_ids or ())))
+        if self.lexical_in_index:  # the index's own BM25 fields, weighed as the retriever weighs them
+            terms = [" ".join(t) for t in self.lexical.terms(list(texts), "query")]
+            weights = self.meta["lexical"].get("field_weights") or {"text": 1.0}
+            scores, matched = optional("index", self.index, "search_lexical")(terms, width, weights)
+            lexical = [self._with_zeros(row_ids, row_scores[:len(row_ids)], width)
+                       for row_scores, row_ids in zip(scores, matched)]
+        else:
+            scores, positions = self.lexical.search(list(texts), width)
+            lexical = [([self.lexical_ids[p] for p in row], row_scores) for row_scores, row in zip(scores, positions)]
         found = []
-        for d_scores, d_ids, l_scores, l_positions in zip(dense_scores, dense_ids, lexical_scores, positions):
-            lexical_ids = [self.lexical_ids[p] for p in l_positions]
-            fused = fuse_lists((lexical_ids, l_scores), ([str(i) for i in d_ids], d_scores), fusion, k)
+        for d_scores, d_ids, lexical_side in zip(dense_scores, dense_ids, lexical):
+            fused = fuse_lists(lexical_side, ([str(i) for i in d_ids], d_scores), fusion, k)
             found.append([Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in fused])
         return found
+
+    def _with_zeros(self, ids: list[str], scores: Any, width: int) -> tuple[list[str], list[float]]:
+        """An index's lexical top list as structret's BM25 gives it: what matched, then documents that match
+        nothing (score 0) in document order up to ``width``, which a per-query normalization counts."""
+        if len(ids) >= width:
+            return ids, list(scores)
+        matched = set(ids)
+        zeros = [i for i in islice((i for i in self.lexical_ids or () if i not in matched), width - len(ids))]
+        return ids + zeros, [*scores, *([0.0] * len(zeros))]
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
@@ -332,7 +349,7 @@ class SearchIndex:
 
 def _holds_lexical(index: Index) -> bool:
     """Whether an index plugin holds a hybrid's lexical side itself (contracts.OPTIONAL["index"])."""
-    return all(callable(optional("index", index, member)) for member in ("set_texts", "search_hybrid"))
+    return all(callable(optional("index", index, member)) for member in ("set_texts", "search_lexical"))
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)

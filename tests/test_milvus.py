@@ -376,7 +376,7 @@ def test_a_killed_process_working_copy_is_swept_by_the_next_one(tmp_path, indexe
     assert Path(index._state["workdir"]).name.startswith(f"{milvus.WORKDIR_PREFIX}{os.getpid()}-")
 
 
-# --- a hybrid's lexical side held by Milvus (set_texts, search_hybrid: contracts.OPTIONAL["index"]) ---------
+# --- a hybrid's lexical side held by Milvus (set_texts, search_lexical: contracts.OPTIONAL["index"]) ---------
 
 _CODE = {"config": "def readConfigFile(path):\n    return parse_settings(open(path).read())",
          "dates": "def parse_iso_date(text):\n    return datetime.fromisoformat(text)",
@@ -384,11 +384,11 @@ _CODE = {"config": "def readConfigFile(path):\n    return parse_settings(open(pa
          "sum": "def total(values):\n    return sum(values)"}
 
 
-def _hybrid(kind, fusion, seed=0):
+def _hybrid(kind, fusion, seed=0, lexical="bm25"):
     from structret.index_build import build_index
 
     return build_index(None, vectors(len(_CODE), seed=seed), ids=list(_CODE), texts=list(_CODE.values()), kind=kind,
-                       lexical="bm25", fusion=fusion, show_progress=False)
+                       lexical=lexical, fusion=fusion, show_progress=False)
 
 
 @needs_milvus
@@ -446,11 +446,15 @@ def test_a_milvus_collection_from_before_hybrid_says_to_rebuild(indexes):
 
     index = indexes(4)
     index.add(["a"], np.ones((1, 4), dtype=np.float32))
-    index._has_text = False  # as a collection made by the previous structret loads
+    index._slots = 0  # as a collection made before hybrid-on-Milvus loads
     with pytest.raises(MilvusError, match="earlier structret.*rebuild the index"):
-        index.set_texts(["a"], ["alpha"])
+        index.set_texts(["a"], {"text": ["alpha"]})
+    index._slots = 1  # as one made when Milvus held one BM25 field: plain bm25 fits, fields do not
+    index.set_texts(["a"], {"text": ["alpha"]})
+    with pytest.raises(IndexInputError, match="holds at most 1 .*rebuild it to hold more"):
+        index.set_texts(["a"], {"name": ["alpha"], "body": ["alpha"]})
     with pytest.raises(IndexInputError, match="not in the index"):
-        indexes(4).set_texts(["nope"], ["x"])
+        indexes(4).set_texts(["nope"], {"text": ["x"]})
 
 
 @needs_milvus
@@ -488,8 +492,34 @@ def test_the_cli_builds_a_hybrid_milvus_index_from_data_searches_and_removes(tmp
 def test_a_text_longer_than_milvus_holds_is_cut_at_a_term_with_a_warning(indexes):
     index = indexes(4)
     index.add(["long", "short"], np.eye(2, 4, dtype=np.float32))
-    with pytest.warns(UserWarning, match="1 of 2 texts were longer than Milvus holds"):
-        index.set_texts(["long", "short"], ["alpha " * 12000 + "omega", "beta"])
+    with pytest.warns(UserWarning, match="1 texts of 2 documents were longer than Milvus holds"):
+        index.set_texts(["long", "short"], {"text": ["alpha " * 12000 + "omega", "beta"]})
     assert index.texts_cut == 1
-    _, found = index.search_hybrid(np.ones((1, 4), dtype=np.float32), ["alpha"], 1, {"method": "zscore", "weight": 1.0})
+    _, found = index.search_lexical(["alpha"], 1, {"text": 1.0})
     assert found == [["long"]]  # what was kept is searched
+
+
+@needs_milvus
+def test_milvus_weighs_each_field_as_bm25_fields_does_and_fuses_as_structret_does(fresh_registry):
+    # each field a BM25 of its own in Milvus, summed with the retriever's weights: the lexical side alone ranks
+    # as structret's bm25-fields, and the fusion is structret's (sources included)
+    flat, milvus = _hybrid("flat", "zscore:0.5", lexical="bm25-fields"), _hybrid("milvus", "zscore:0.5",
+                                                                                   lexical="bm25-fields")
+    assert milvus.index.lexical_fields == ["name", "signature", "comments", "body"]
+    assert milvus.meta["lexical"]["field_weights"] == {"name": 1.0, "signature": 0.5, "comments": 0.25, "body": 1.0}
+    texts = ["read the config file", "send an email message", "parse a date", "total of values"]
+    queries = vectors(len(texts), seed=5)
+    want = flat.search_vectors(queries, 4, texts=texts)
+    got = milvus.search_vectors(queries, 4, texts=texts)
+    assert [[h.id for h in row] for row in got] == [[h.id for h in row] for row in want]
+    assert all(h.sources for row in got for h in row)
+    lexical_terms = [" ".join(t) for t in milvus.lexical.terms(texts, "query")]
+    scores, ids = milvus.index.search_lexical(lexical_terms, 4, milvus.meta["lexical"]["field_weights"])
+    flat_scores = flat.lexical.score(texts)
+    for row_scores, row_ids, expected in zip(scores, ids, flat_scores):
+        by_id = dict(zip(flat.lexical_ids, expected))
+        # Milvus's BM25 is Lucene's over the same terms, its term weight times (k1 + 1), which bm25s' lucene leaves
+        # out: the same ranking, and a per-query normalization takes the factor out of the fusion
+        np.testing.assert_allclose(row_scores[:len(row_ids)] / (milvus.index.bm25_k1 + 1), [by_id[i] for i in row_ids],
+                                   rtol=1e-4)
+    milvus.index.close()

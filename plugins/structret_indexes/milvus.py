@@ -14,7 +14,7 @@ import uuid
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import urlparse
 
 import numpy as np
@@ -49,6 +49,15 @@ _PK, _VECTOR = "pk", "vector"
 # makes of them. Every collection has both (an empty text until set_texts): whether an index is hybrid is
 # decided after its vectors are added, and Milvus cannot add a Function to a collection later
 _TEXT, _SPARSE = "text", "sparse"
+# a lexical side of several fields (bm25-fields: name, signature, body, ...) holds each field in a slot of its own,
+# a text field and its BM25 Function's sparse field; slot 0 is named as a one-field collection names it
+_SLOTS = 8
+
+
+def _slot(n: int) -> tuple[str, str]:
+    return (_TEXT, _SPARSE) if n == 0 else (f"{_TEXT}_{n}", f"{_SPARSE}_{n}")
+
+
 _MAX_TEXT = 65535  # bytes: Milvus's longest VARCHAR
 # a Milvus server refuses a larger topk; Lite has no such limit, but an index must not
 # work on a laptop and then fail on the cluster
@@ -195,7 +204,7 @@ class MilvusIndex:
         self._configure(dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection,
                         bm25_k1, bm25_b)
         self._connect(token, create=True)
-        self._has_text = True
+        self._slots = _SLOTS
 
     def _configure(self, dim, metric, index_type, M, ef_construction, ef, nlist, nprobe, uri, db_name, collection,
                    bm25_k1=1.5, bm25_b=0.75):
@@ -221,7 +230,9 @@ class MilvusIndex:
         self.M, self.ef_construction, self.ef = int(M), int(ef_construction), int(ef)
         self.nlist, self.nprobe = int(nlist), int(nprobe)
         self.bm25_k1, self.bm25_b = float(bm25_k1), float(bm25_b)
-        self._has_text = False  # a collection with the text and sparse fields (one made before has neither)
+        # lexical slots the collection has: _SLOTS, 1 in one saved when Milvus held one BM25 field, 0 before hybrid
+        self._slots = 0
+        self.lexical_fields: list[str] = []  # the field each slot holds, in slot order (set_texts)
         self.texts_cut = 0  # texts longer than Milvus holds, cut at a term (set_texts)
         self.uri = None if uri is None else _check_uri(str(uri))
         # str(): --index-option turns a name like 2024 into a number
@@ -293,11 +304,14 @@ class MilvusIndex:
         schema.add_field(_VECTOR, pymilvus.DataType.FLOAT_VECTOR, dim=self.dim)
         # terms as structret's BM25 splits them (a retriever's terms()), so the standard analyzer (all Lite
         # has: lowercase, split at word boundaries) sees readInputFile's parts too
-        schema.add_field(_TEXT, pymilvus.DataType.VARCHAR, max_length=_MAX_TEXT, enable_analyzer=True,
-                         analyzer_params={"type": "standard"}, default_value="")
-        schema.add_field(_SPARSE, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(pymilvus.Function(name="bm25", function_type=pymilvus.FunctionType.BM25,
-                                              input_field_names=[_TEXT], output_field_names=[_SPARSE]))
+        for n in range(_SLOTS):
+            text, sparse = _slot(n)
+            schema.add_field(text, pymilvus.DataType.VARCHAR, max_length=_MAX_TEXT, enable_analyzer=True,
+                             analyzer_params={"type": "standard"}, default_value="")
+            schema.add_field(sparse, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
+            schema.add_function(pymilvus.Function(name="bm25" if n == 0 else f"bm25_{n}",
+                                                  function_type=pymilvus.FunctionType.BM25,
+                                                  input_field_names=[text], output_field_names=[sparse]))
         params = client.prepare_index_params()
         build = self._build_params()
         # pymilvus 3 sends build parameters as separate keys, which Milvus Lite 3.2 ignores: it
@@ -305,8 +319,9 @@ class MilvusIndex:
         params.add_index(field_name=_VECTOR, index_type=self.index_type, metric_type="IP",
                          params={**build, "params": build} if build else {})
         bm25 = {"bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b}
-        params.add_index(field_name=_SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                         params={**bm25, "params": bm25})
+        for n in range(_SLOTS):
+            params.add_index(field_name=_slot(n)[1], index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                             params={**bm25, "params": bm25})
         with _milvus_errors(self._where, f"create a {self.index_type} collection"):
             # Strong: a search right after an add must see it (a server defaults to Bounded)
             client.create_collection(self.collection, schema=schema, consistency_level="Strong")
@@ -448,89 +463,97 @@ class MilvusIndex:
             raise ArtifactError(f"{self._where} returned a row with key {exc}, which this index does not hold "
                                 f"(the collection was changed by something else?); rebuild the index.") from None
 
-    def set_texts(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        """Give ids already added their text for Milvus's BM25 (contracts.OPTIONAL["index"]["set_texts"]):
-        each row's text field is replaced in place (a partial upsert: Milvus >= 2.6, Lite 3.x); the BM25
-        Function turns it into the row's sparse vector. A text over Milvus's 65,535 bytes is cut at a term
-        (counted in ``texts_cut``)."""
-        if len(ids) != len(texts):
-            raise IndexInputError(f"set_texts: {len(ids)} ids but {len(texts)} texts; give one text per id.")
-        if not self._has_text:
+    def set_texts(self, ids: Sequence[str], fields: Mapping[str, Sequence[str]]) -> None:
+        """Give ids already added their lexical fields for Milvus's BM25 (contracts.OPTIONAL["index"]["set_texts"]):
+        ``fields`` maps each field's name to one text of terms per id; each field goes to a slot of its own (a
+        text field and the sparse field its BM25 Function fills), replaced in place by a partial upsert (Milvus
+        >= 2.6, Lite 3.x). A text over Milvus's 65,535 bytes is cut at a term (counted in ``texts_cut``)."""
+        if not self._slots:
             raise MilvusError(f"{self._where} was made by an earlier structret, without the fields a lexical side "
                               f"needs; rebuild the index to make it hybrid on Milvus.")
+        if len(fields) > self._slots:
+            raise IndexInputError(
+                f"set_texts: {len(fields)} lexical fields ({', '.join(fields)}), but {self._where} holds at most "
+                f"{self._slots}" + (" (made by an earlier structret: rebuild it to hold more)" if self._slots < _SLOTS
+                                    else "; weigh fewer fields (a retriever's weights of 0 leave a field out)."))
+        for name, texts in fields.items():
+            if len(texts) != len(ids):
+                raise IndexInputError(f"set_texts: {len(ids)} ids but {len(texts)} texts of field {name!r}; give "
+                                      f"one text per id.")
         pk_of = dict(zip(self._ids, self._pks))
         missing = [i for i in ids if i not in pk_of]
         if missing:
             raise IndexInputError(f"set_texts: {len(missing)} ids are not in the index (e.g. {missing[0]!r}); add "
                                   f"their vectors first.")
+        # a slot no field names any more is emptied, so that nothing of an earlier field is searched
+        slots = [_slot(n)[0] for n in range(self._slots)]
+        columns = [list(texts) for texts in fields.values()] + [[""] * len(ids)] * (len(slots) - len(fields))
         rows, size, cut = [], 0, 0
-        for i, text in zip(ids, texts):
-            data = text.encode("utf-8")
-            if len(data) > _MAX_TEXT:
-                text = data[:_MAX_TEXT].decode("utf-8", "ignore").rsplit(" ", 1)[0]
-                cut += 1
-            rows.append({_PK: pk_of[i], _TEXT: text})
-            size += len(text) + 16
+        for n, i in enumerate(ids):
+            row: dict[str, Any] = {_PK: pk_of[i]}
+            for slot, column in zip(slots, columns):
+                text = column[n]
+                data = text.encode("utf-8")
+                if len(data) > _MAX_TEXT:
+                    text = data[:_MAX_TEXT].decode("utf-8", "ignore").rsplit(" ", 1)[0]
+                    cut += 1
+                row[slot] = text
+                size += len(text)
+            rows.append(row)
+            size += 16
             if size >= _REQUEST_BYTES:
                 self._upsert(rows)
                 rows, size = [], 0
         if rows:
             self._upsert(rows)
+        self.lexical_fields = list(fields)
         if cut:
             self.texts_cut += cut
-            warnings.warn(f"{cut} of {len(ids)} texts were longer than Milvus holds ({_MAX_TEXT:,} bytes) and were "
-                          f"cut at a term: BM25 on {self._where} does not see their ends. Nothing to do unless those "
-                          f"functions must be found by words near their end; then use another index (flat).",
-                          stacklevel=2)
+            warnings.warn(f"{cut} texts of {len(ids)} documents were longer than Milvus holds ({_MAX_TEXT:,} bytes) "
+                          f"and were cut at a term: BM25 on {self._where} does not see their ends. Nothing to do "
+                          f"unless those functions must be found by words near their end; then use another index "
+                          f"(flat).", stacklevel=2)
 
     def _upsert(self, rows: list[dict]) -> None:
         with _milvus_errors(self._where, f"write the texts of {len(rows)} rows"):
             self._client.upsert(self.collection, rows, partial_update=True)
 
-    def search_hybrid(self, queries: Any, texts: Sequence[str], k: int,
-                      fusion: dict[str, Any]) -> tuple[np.ndarray, list[list[str]]]:
-        """The top ``k`` of each query by Milvus's ``hybrid_search`` of the vectors and the BM25 over
-        set_texts' texts (contracts.OPTIONAL["index"]["search_hybrid"]). Fusion, as near as Milvus has it:
-        zscore and minmax become a ``WeightedRanker`` (1 - weight, weight) over Milvus's own normalized
-        scores (arctan-scaled, not per-query z-scores or min-max); rrf becomes ``RRFRanker(k)``, which
-        weighs both sides alike (a weight other than 0.5 is not followed). Each side gives its top
-        ``depth`` candidates (at most 16,384). A query with no terms is searched by its vector alone."""
+    def search_lexical(self, texts: Sequence[str], k: int,
+                       weights: Mapping[str, float]) -> tuple[np.ndarray, list[list[str]]]:
+        """The top ``k`` of each query text (terms) by the weighted sum of the BM25 scores of the fields
+        set_texts gave (contracts.OPTIONAL["index"]["search_lexical"]): one ``hybrid_search`` request per
+        field, each its top ``k``, summed by a ``WeightedRanker`` of the raw scores (a function outside a
+        field's top k adds 0 for it). Structret fuses these with the vectors' own top k, as it does a
+        lexical side of its own. Rows are best first and as long as what matched (a query with no terms:
+        none)."""
         pymilvus = _pymilvus(lite=self.uri is None)
-        queries, k = self._prepared(queries, k)
-        if len(texts) != len(queries):
-            raise IndexInputError(f"search_hybrid: {len(queries)} query vectors but {len(texts)} query texts.")
-        if fusion.get("method") == "rrf":
-            ranker = pymilvus.RRFRanker(int(fusion.get("k", 60)))
-        else:
-            weight = float(fusion.get("weight", 0.3))
-            ranker = pymilvus.WeightedRanker(1 - weight, weight, norm_score=True)
-        depth = min(max(k, int(fusion.get("depth", 1000))), _MAX_K, max(len(self), 1))
-        dense_params = {"metric_type": "IP", "params": self._search_params(depth)}
-        found_scores: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(queries)
-        found_ids: list[list[str]] = [[] for _ in queries]
+        k = min(int(k), _MAX_K, max(len(self), 1))
+        unknown = [f for f in weights if f not in self.lexical_fields]
+        if unknown:
+            raise IndexInputError(f"search_lexical: {self._where} holds no lexical field {unknown[0]!r} (it holds "
+                                  f"{', '.join(self.lexical_fields) or 'none'}); set_texts gives the fields.")
+        used = [(self.lexical_fields.index(f), float(w)) for f, w in weights.items() if w > 0]
+        found_scores: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
+        found_ids: list[list[str]] = [[] for _ in texts]
         worded = [n for n, text in enumerate(texts) if text.strip()]
-        if k > 0 and len(worded) < len(queries):  # no terms: the vector alone
-            alone = [n for n in range(len(queries)) if not texts[n].strip()]
-            scores, ids = self.search(queries[alone], k)
-            for n, row_scores, row_ids in zip(alone, scores, ids):
-                found_scores[n], found_ids[n] = row_scores, row_ids
-        step = 64  # queries per request: each asks both sides for depth candidates
-        for start in range(0, len(worded) if k > 0 else 0, step):
+        step = 64  # queries per request
+        for start in range(0, len(worded) if used and k > 0 else 0, step):
             batch = worded[start:start + step]
-            requests = [pymilvus.AnnSearchRequest(data=[queries[n].tolist() for n in batch], anns_field=_VECTOR,
-                                                  param=dense_params, limit=depth),
-                        pymilvus.AnnSearchRequest(data=[texts[n] for n in batch], anns_field=_SPARSE,
-                                                  param={"metric_type": "BM25"}, limit=depth)]
-            with _milvus_errors(self._where, f"search {len(batch)} queries' vectors and texts (hybrid_search)"):
+            requests = [pymilvus.AnnSearchRequest(data=[texts[n] for n in batch], anns_field=_slot(slot)[1],
+                                                  param={"metric_type": "BM25"}, limit=k) for slot, _ in used]
+            ranker = pymilvus.WeightedRanker(*(w for _, w in used), norm_score=False)
+            with _milvus_errors(self._where, f"search {len(batch)} queries' terms (hybrid_search over BM25 fields)"):
                 found = self._client.hybrid_search(self.collection, requests, ranker=ranker, limit=k,
                                                    output_fields=[_PK])
             for n, hits in zip(batch, found):
                 row_scores = np.array([hit["distance"] for hit in hits], dtype=np.float32)
                 row_pks = np.array([hit[_PK] for hit in hits], dtype=np.int64)
-                order = np.lexsort((row_pks, -row_scores))  # equal scores by insertion order, as search does
-                found_scores[n], found_ids[n] = row_scores[order], self._ids_of(row_pks[order].tolist())
+                keep = row_scores > 0  # a field's request may list rows that match nothing
+                order = np.lexsort((row_pks[keep], -row_scores[keep]))  # equal scores by insertion order
+                found_scores[n] = row_scores[keep][order]
+                found_ids[n] = self._ids_of(row_pks[keep][order].tolist())
         width = max((len(row) for row in found_scores), default=0)
-        scores = np.full((len(queries), width), -np.inf, dtype=np.float32)
+        scores = np.full((len(texts), width), -np.inf, dtype=np.float32)
         for row, values in zip(scores, found_scores):
             row[:len(values)] = values
         return scores, found_ids
@@ -538,7 +561,8 @@ class MilvusIndex:
     def _options(self) -> dict[str, Any]:
         options = {"index_type": self.index_type, "M": self.M, "ef_construction": self.ef_construction,
                    "ef": self.ef, "nlist": self.nlist, "nprobe": self.nprobe, "next_pk": self._next_pk,
-                   "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b, "text_field": self._has_text}
+                   "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b, "lexical_slots": self._slots,
+                   "lexical_fields": self.lexical_fields}
         if self.uri is not None:
             options.update(uri=self.uri, db_name=self.db_name, collection=self.collection)
         return options
@@ -606,7 +630,9 @@ class MilvusIndex:
         except BaseException:
             index.close()
             raise
-        index._has_text = bool(options.get("text_field"))  # an index saved before hybrid-on-Milvus has none
+        # text_field: saved when Milvus held one BM25 field (its slot 0); neither: saved before hybrid-on-Milvus
+        index._slots = int(options.get("lexical_slots") or (1 if options.get("text_field") else 0))
+        index.lexical_fields = list(options.get("lexical_fields") or ([_TEXT] if index._slots else []))
         index._ids, index._id_set = ids, set(ids)
         index._pks = index._read_pks(path, count)
         index._id_of = dict(zip(index._pks, ids))

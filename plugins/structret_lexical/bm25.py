@@ -118,6 +118,10 @@ class BM25Retriever:
         index with a BM25 of its own is given); the same for documents and queries."""
         return [self.tokenize(text) for text in texts]
 
+    def fields(self, texts: Sequence[str]) -> dict[str, tuple[float, list[list[str]]]]:
+        """One field, ``text``, of weight 1: what an index holding a BM25 of its own holds (contracts.OPTIONAL)."""
+        return {"text": (1.0, self.terms(texts))}
+
     def _tokenize_word(self, word: str) -> tuple[str, ...]:
         parts = split_identifier(word) if self.split_identifiers else []
         whole = word.strip("_")

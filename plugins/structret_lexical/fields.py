@@ -219,6 +219,13 @@ class FieldBM25Retriever:
         fields = [(field, values) for field, values in self._field_texts(list(texts)).items() if self._weight(field)]
         return [[token for _, values in fields for token in probe.tokenize(values[n])] for n in range(len(texts))]
 
+    def fields(self, texts: Sequence[str]) -> dict[str, tuple[float, list[list[str]]]]:
+        """Each weighted field's weight and its tokens per document (contracts.OPTIONAL: what an index holding
+        a BM25 of its own holds, one BM25 per field, so that its weighted sum scores as this retriever does)."""
+        probe = BM25Retriever(**self._bm25_options)
+        return {field: (self._weight(field), [probe.tokenize(text) for text in values])
+                for field, values in self._field_texts(list(texts)).items() if self._weight(field)}
+
     def settings(self) -> str:
         probe = BM25Retriever(**self._bm25_options)
         weights = ", ".join(f"{f} {w:g}" for f, w in self.weights.items() if w)
