@@ -10,6 +10,7 @@ own class with that step (``build_index_from_ids``, its documented override) don
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -112,6 +113,7 @@ class TermCounts:
         return counts
 
 
+@functools.cache  # one class per process (bm25s is imported only when a BM25 is built)
 def bm25_class():
     """bm25s.BM25 with its score matrix built from ``TermCounts`` (passed as the corpus' ``ids``)."""
     import bm25s
