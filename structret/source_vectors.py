@@ -40,14 +40,19 @@ def encode(model: Model, texts: list[str], key: str | None, *, keep: bool = True
     return vectors, cache.encoded, cache.reused
 
 
-def make_twin(model: Model, key: str | None) -> dict[str, Any] | None:
+def make_twin(model: Model, key: str | None, *, show_progress: bool = False) -> dict[str, Any] | None:
     """What a re-run encodes edited functions with instead of opening the model: the backbone's ONNX copy
     (``onnx_twin``, made once per model) and the cache key of the model's own vectors; None without one."""
+    from tqdm.auto import tqdm
+
     make = optional("backbone", model.backbone, "onnx_twin")
     # an export encodes a record's own text, so a model with a text format has no twin
     if make is None or key is None or model.text_format.name:
         return None
-    folder = make()
+    # exporting takes seconds the first time for a model (then it is checked and reused)
+    with tqdm(total=1, desc="the model's ONNX copy, for quick re-runs", unit="model", disable=not show_progress) as bar:
+        folder = make()
+        bar.update(1)
     return {"onnx": str(folder), "vectors": key} if folder else None
 
 
