@@ -8,7 +8,6 @@ import json
 import zlib
 import os
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -256,10 +255,8 @@ class SearchIndex:
     def _with_zeros(self, ids: list[str], scores: Any, width: int) -> tuple[list[str], list[float]]:
         """An index's lexical top list as structret's BM25 gives it: what matched, then documents that match
         nothing (score 0) in document order up to ``width``, which a per-query normalization counts."""
-        if len(ids) >= width:
-            return ids, list(scores)
         matched = set(ids)
-        zeros = [i for i in islice((i for i in self.lexical_ids or () if i not in matched), width - len(ids))]
+        zeros = list(itertools.islice((i for i in self.lexical_ids or () if i not in matched), width - len(ids)))
         return ids + zeros, [*scores, *([0.0] * len(zeros))]
 
     def save(self, path: str | os.PathLike) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from structret.artifacts import cache_dir, verify_checksums
 from structret.contracts import optional
 from structret.errors import StructretError
@@ -43,8 +45,6 @@ def encode(model: Model, texts: list[str], key: str | None, *, keep: bool = True
 def make_twin(model: Model, key: str | None, *, show_progress: bool = False) -> dict[str, Any] | None:
     """What a re-run encodes edited functions with instead of opening the model: the backbone's ONNX copy
     (``onnx_twin``, made once per model) and the cache key of the model's own vectors; None without one."""
-    from tqdm.auto import tqdm
-
     make = optional("backbone", model.backbone, "onnx_twin")
     # an export encodes a record's own text, so a model with a text format has no twin
     if make is None or key is None or model.text_format.name:
