@@ -37,6 +37,7 @@ OPTIONS_FILE = "fields.json"
 # its name, scope, file, the names it calls and its callers (FieldBM25Retriever.update)
 GRAPH_FILE = "graph.json"
 GRAPH = ("name", "scope", "file", "calls", "callers")
+_CALLERS = GRAPH.index("callers")
 
 _CALL = re.compile(r"([A-Za-z_$][\w$]*)\s*\(")
 # words before "(" that are not a function's name
@@ -279,7 +280,7 @@ class FieldBM25Retriever:
                 retriever._counts, retriever._n_docs = TermCounts.empty(self._n_docs), self._n_docs
             # a kept function is read again only where what it is read as changed: its callers
             picks: list[int | str] = [r if isinstance(r, (int, np.integer)) and (
-                field != "callers" or entries[n]["callers"] == graph[r][GRAPH.index("callers")]) else entries[n][field]
+                field != "callers" or entries[n]["callers"] == graph[r][_CALLERS]) else entries[n][field]
                 for n, r in enumerate(rows)]
             try:
                 counts = retriever.updated_counts(picks)
