@@ -426,18 +426,82 @@ def test_milvus_hybrid_follows_the_dense_side_alone_exactly_and_answers_every_qu
 
 
 @needs_milvus
-def test_an_update_of_a_milvus_hybrid_index_removes_and_adds_texts(tmp_path, fresh_registry):
+def test_an_update_of_a_milvus_hybrid_index_removes_and_adds_texts(tmp_path, fresh_registry, monkeypatch):
+    import structret_indexes.milvus as milvus
     from structret.api import update_index
     from structret.search_index import load_index as load_search_index
 
-    index = _hybrid("milvus", "zscore:1")
+    index = _hybrid("milvus", "zscore:1", lexical="bm25-fields")
     index.save(tmp_path / "idx")
     index.index.close()
+    written: list[dict] = []
+    monkeypatch.setattr(milvus.MilvusIndex, "_upsert", lambda self, rows: written.extend(rows))
     update_index(tmp_path / "idx", remove=["mail"], show_progress=False)
+    assert written == []  # the other functions' texts are what Milvus holds: none is written again
+    monkeypatch.undo()
     loaded = load_search_index(tmp_path / "idx")
     hits = loaded.search_vectors(vectors(1, seed=9), 4, texts=["send an email message"])[0]
     assert "mail" not in [h.id for h in hits] and len(hits) == 3
     loaded.index.close()
+
+
+@needs_milvus
+def test_set_texts_writes_only_the_rows_whose_texts_changed_also_after_save_and_load(tmp_path, indexes, monkeypatch):
+    # an update gives every row's fields again (a function's callers move with others): writing them all made a
+    # Milvus hybrid's update O(project)
+    import structret_indexes.milvus as milvus
+
+    written: list[int] = []
+    upsert = milvus.MilvusIndex._upsert
+    monkeypatch.setattr(milvus.MilvusIndex, "_upsert", lambda self, rows: (written.extend(r["pk"] for r in rows),
+                                                                          upsert(self, rows))[1])
+    index = indexes(4)
+    index.add(["a", "b", "c"], np.eye(3, 4, dtype=np.float32))
+    fields = {"name": ["alpha", "beta", "gamma"], "body": ["one", "two", "three"]}
+    index.set_texts(["a", "b", "c"], fields)
+    assert index.texts_written == 3 and len(written) == 3
+    index.set_texts(["a", "b", "c"], fields)
+    assert index.texts_written == 0 and len(written) == 3
+    index.set_texts(["a", "b", "c"], {"name": ["alpha", "delta", "gamma"], "body": ["one", "two", "three"]})
+    assert index.texts_written == 1 and written[-1] == index._pks[1]
+    assert index.search_lexical(["delta"], 1, {"name": 1.0, "body": 1.0})[1] == [["b"]]
+    assert index.search_lexical(["beta"], 3, {"name": 1.0, "body": 1.0})[1] == [[]]  # the old text is gone
+    index.remove(["c"])
+    index.add(["c"], np.ones((1, 4), dtype=np.float32))  # back under a new key, its texts empty in Milvus
+    changed = {"name": ["alpha", "delta", "gamma"], "body": ["one", "two", "three"]}
+    index.set_texts(["a", "b", "c"], changed)
+    assert index.texts_written == 1 and written[-1] == index._pks[-1]
+    index.save(tmp_path / "idx")
+    loaded = load_index(tmp_path / "idx")
+    try:
+        loaded.set_texts(["a", "b", "c"], changed)
+        assert loaded.texts_written == 0  # the digests were saved with the collection
+        loaded.set_texts(["a", "b", "c"], {"body": changed["body"], "name": changed["name"]})
+        assert loaded.texts_written == 3  # the fields moved to other slots: every row again
+        assert loaded.search_lexical(["gamma"], 1, {"name": 1.0, "body": 1.0})[1] == [["c"]]
+    finally:
+        loaded.close()
+    (tmp_path / "idx" / milvus.TEXT_DIGESTS_FILE).write_bytes(b"damaged")
+    assert milvus._read_digests(tmp_path / "idx", [0, 1, 2]) == {}  # not known: every row is written again
+
+
+@needs_milvus
+def test_a_write_of_texts_that_fails_forgets_what_it_did_not_write(indexes, monkeypatch):
+    import structret_indexes.milvus as milvus
+
+    index = indexes(4)
+    index.add(["a", "b"], np.eye(2, 4, dtype=np.float32))
+
+    def fail(self, rows):
+        raise milvus.MilvusError("the server went away")
+
+    monkeypatch.setattr(milvus.MilvusIndex, "_upsert", fail)
+    with pytest.raises(milvus.MilvusError):
+        index.set_texts(["a", "b"], {"text": ["alpha", "beta"]})
+    monkeypatch.undo()
+    index.set_texts(["a", "b"], {"text": ["alpha", "beta"]})
+    assert index.texts_written == 2
+    assert index.search_lexical(["beta"], 1, {"text": 1.0})[1] == [["b"]]
 
 
 @needs_milvus

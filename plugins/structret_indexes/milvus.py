@@ -7,6 +7,7 @@ only when an index is created or loaded, so importing this module costs nothing.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -54,6 +55,25 @@ _TEXT, _SPARSE = "text", "sparse"
 _SLOTS = 8
 
 
+def _digest(texts: Sequence[str]) -> int:
+    """A row's lexical texts as one nonzero 64-bit number (0 stands for "not known" in the saved file)."""
+    value = int.from_bytes(hashlib.blake2b("\x00".join(texts).encode("utf-8"), digest_size=8).digest(), "little")
+    return value or 1
+
+
+def _read_digests(path: str | os.PathLike, pks: Sequence[int]) -> dict[int, int]:
+    """The saved digests by primary key; none (every row written by the next set_texts) where the file is
+    missing (an index saved before they were kept) or does not fit the keys."""
+    file = Path(path) / TEXT_DIGESTS_FILE
+    try:
+        digests = np.load(file, allow_pickle=False) if file.is_file() else None
+    except (OSError, ValueError):
+        digests = None
+    if digests is None or digests.shape != (len(pks),):
+        return {}
+    return {pk: int(d) for pk, d in zip(pks, digests.tolist()) if d}
+
+
 def _slot(n: int) -> tuple[str, str]:
     return (_TEXT, _SPARSE) if n == 0 else (f"{_TEXT}_{n}", f"{_SPARSE}_{n}")
 
@@ -69,6 +89,9 @@ _DELETE_KEYS = 16384
 # the rows' primary keys, in ids.json's order; left out while they are the positions 0..n-1 (nothing
 # removed: the layout of an index saved before remove existed)
 PKS_FILE = "pks.npy"
+# a digest of the lexical texts each row holds, in ids.json's order (0: not known): set_texts writes only
+# the rows whose texts changed, since an update gives every row's fields again (callers move with others)
+TEXT_DIGESTS_FILE = "text_digests.npy"
 
 
 class MilvusError(StructretError):
@@ -234,6 +257,7 @@ class MilvusIndex:
         self._slots = 0
         self.lexical_fields: list[str] = []  # the field each slot holds, in slot order (set_texts)
         self.texts_cut = 0  # texts longer than Milvus holds, cut at a term (set_texts)
+        self.texts_written = 0  # rows the last set_texts wrote (the others held those texts already)
         self.uri = None if uri is None else _check_uri(str(uri))
         # str(): --index-option turns a name like 2024 into a number
         self.db_name = str(db_name) if db_name else None
@@ -246,6 +270,7 @@ class MilvusIndex:
         self._pks: list[int] = []
         self._id_of: dict[int, str] = {}
         self._next_pk = 0
+        self._digests: dict[int, int] = {}  # primary key -> digest of the texts set_texts gave it
         self._state: dict = {}
         self._finalizer = weakref.finalize(self, _release, self._state)
 
@@ -411,6 +436,7 @@ class MilvusIndex:
             self._pks, self._ids = [pk for pk, _ in kept], [i for _, i in kept]
             for pk in done:
                 self._id_set.discard(self._id_of.pop(pk))
+                self._digests.pop(pk, None)
 
     def _prepared(self, queries: Any, k: int) -> tuple[np.ndarray, int]:
         """The queries as a checked matrix (unit rows for cosine), and k cut to the index's size."""
@@ -467,7 +493,8 @@ class MilvusIndex:
         """Give ids already added their lexical fields for Milvus's BM25 (contracts.OPTIONAL["index"]["set_texts"]):
         ``fields`` maps each field's name to one text of terms per id; each field goes to a slot of its own (a
         text field and the sparse field its BM25 Function fills), replaced in place by a partial upsert (Milvus
-        >= 2.6, Lite 3.x). A text over Milvus's 65,535 bytes is cut at a term (counted in ``texts_cut``)."""
+        >= 2.6, Lite 3.x). A row whose texts are those it already holds is not written again (``texts_written``
+        counts the rows that were). A text over Milvus's 65,535 bytes is cut at a term (counted in ``texts_cut``)."""
         if not self._slots:
             raise MilvusError(f"{self._where} was made by an earlier structret, without the fields a lexical side "
                               f"needs; rebuild the index to make it hybrid on Milvus.")
@@ -485,14 +512,19 @@ class MilvusIndex:
         if missing:
             raise IndexInputError(f"set_texts: {len(missing)} ids are not in the index (e.g. {missing[0]!r}); add "
                                   f"their vectors first.")
+        if list(fields) != self.lexical_fields:
+            self._digests.clear()  # the slots now hold other fields: every row is written
         # a slot no field names any more is emptied, so that nothing of an earlier field is searched
         slots = [_slot(n)[0] for n in range(self._slots)]
         columns = [list(texts) for texts in fields.values()] + [[""] * len(ids)] * (len(slots) - len(fields))
-        rows, size, cut = [], 0, 0
+        rows, size, cut, written = [], 0, 0, 0
         for n, i in enumerate(ids):
+            texts = [column[n] for column in columns]
+            digest = _digest(texts)
+            if self._digests.get(pk_of[i]) == digest:
+                continue
             row: dict[str, Any] = {_PK: pk_of[i]}
-            for slot, column in zip(slots, columns):
-                text = column[n]
+            for slot, text in zip(slots, texts):
                 data = text.encode("utf-8")
                 if len(data) > _MAX_TEXT:
                     text = data[:_MAX_TEXT].decode("utf-8", "ignore").rsplit(" ", 1)[0]
@@ -502,17 +534,28 @@ class MilvusIndex:
             rows.append(row)
             size += 16
             if size >= _REQUEST_BYTES:
-                self._upsert(rows)
+                self._write_texts(rows)
                 rows, size = [], 0
+            self._digests[pk_of[i]] = digest  # written or about to be: a failed write takes it back
+            written += 1
         if rows:
-            self._upsert(rows)
+            self._write_texts(rows)
         self.lexical_fields = list(fields)
+        self.texts_written = written
         if cut:
             self.texts_cut += cut
             warnings.warn(f"{cut} texts of {len(ids)} documents were longer than Milvus holds ({_MAX_TEXT:,} bytes) "
                           f"and were cut at a term: BM25 on {self._where} does not see their ends. Nothing to do "
                           f"unless those functions must be found by words near their end; then use another index "
                           f"(flat).", stacklevel=2)
+
+    def _write_texts(self, rows: list[dict]) -> None:
+        try:
+            self._upsert(rows)
+        except BaseException:
+            for row in rows:  # their texts in Milvus are unknown now: the next set_texts writes them
+                self._digests.pop(row[_PK], None)
+            raise
 
     def _upsert(self, rows: list[dict]) -> None:
         with _milvus_errors(self._where, f"write the texts of {len(rows)} rows"):
@@ -577,6 +620,9 @@ class MilvusIndex:
             write_ids(tmp, self._ids)
             if self._pks != list(range(len(self._pks))):
                 np.save(tmp / PKS_FILE, np.asarray(self._pks, dtype=np.int64))
+            if self._digests:
+                digests = [self._digests.get(pk, 0) for pk in self._pks]
+                np.save(tmp / TEXT_DIGESTS_FILE, np.asarray(digests, dtype=np.uint64))
             write_meta(tmp, base_meta(self.name, self.dim, self.metric, len(self), self._options(), meta))
 
     def _copy_lite_db(self, target: Path) -> None:
@@ -636,6 +682,7 @@ class MilvusIndex:
         index._ids, index._id_set = ids, set(ids)
         index._pks = index._read_pks(path, count)
         index._id_of = dict(zip(index._pks, ids))
+        index._digests = _read_digests(path, index._pks)
         # keys are never handed out twice, also after the highest ones were removed and the index saved
         index._next_pk = max(max(index._pks, default=-1) + 1, int(options.get("next_pk") or 0))
         return index
