@@ -312,6 +312,19 @@ def table(args) -> None:
                     runs = groups.get((system, s), [])
                     cells.append(f"{summarize([r[side][split] for r in runs])} ({len(runs)})" if runs else "")
                 print(f"| {label} | " + " | ".join(cells) + " |")
+    # the question, read directly: does each method's gap to SDA close, widen or flip with budget?
+    steps = sorted(k[1] for k in groups if k[0] == "sda")
+    for side in ("dense", "fused"):
+        print(f"\n**Gap to SDA at the same budget, validation, {side}**: the system's mean minus SDA's, "
+              f"×100 (over the seeds each has; SDA's spread is in the tables above)\n")
+        print("| system | " + " | ".join(f"{s} steps" for s in steps) + " |")
+        print("|---|" + "---:|" * len(steps))
+        for system in CURVES[1:]:
+            cells = []
+            for s in steps:
+                mine, sda = ([r[side]["valid"] for r in groups.get((name, s), [])] for name in (system, "sda"))
+                cells.append(f"{100 * (statistics.mean(mine) - statistics.mean(sda)):+.2f}" if mine else "")
+            print(f"| {SYSTEMS[system].label} | " + " | ".join(cells) + " |")
     print("\n**Training cost** (median pairs/s over each run's logged intervals; CPU kind, bf16)\n")
     print("| system | steps | seed | pairs/s | train s | cpu | bf16 |")
     print("|---|---:|---:|---:|---:|---|---|")
