@@ -256,8 +256,9 @@ def plan(done: list[dict]) -> list[tuple[str, int, int]]:
     system at 60 and 240 steps (seed 42), then at 960 steps and seeds 43 and 44 at 960 for SDA and the
     two systems other than SDA best on validation at 240, and last the other systems at 960 and the
     seeds of the system best on validation at 960 (the one a recipe ships), each once all of its
-    budget is in. The contenders come first because a CPU lands about one 960-step run an hour:
-    what the shipped recipe is chosen from, with its seeds' spread, is in before the rest."""
+    budget is in. The contenders come first because a 2-core CPU takes 75-90 minutes for a 960-step
+    SDA run (twice that for MEP or a hard negative): what the shipped recipe is chosen from, with its
+    seeds' spread, is in before the rest."""
     have = {(r["system"], r["steps"], r["seed"]) for r in done}
     wanted = [(s, 60, seed) for s in ("sda-before", "sda") for seed in SEEDS]
     wanted += [(s, steps, 42) for steps in BUDGETS[:-1] for s in CURVES]

@@ -256,7 +256,8 @@ class SearchIndex:
         """An index's lexical top list as structret's BM25 gives it: what matched, then documents that match
         nothing (score 0) in document order up to ``width``, which a per-query normalization counts."""
         matched = set(ids)
-        zeros = list(itertools.islice((i for i in self.lexical_ids or () if i not in matched), width - len(ids)))
+        zeros = list(itertools.islice((i for i in self.lexical_ids or () if i not in matched),
+                                     max(0, width - len(ids))))  # an index may give more than asked
         return ids + zeros, [*scores, *([0.0] * len(zeros))]
 
     def save(self, path: str | os.PathLike) -> None:
