@@ -155,7 +155,7 @@ def prepare(args) -> None:
 
 
 def draw_small(source: Path, target: Path) -> None:
-    """``SMALL`` train rows drawn evenly at random (seed 0) from every language's train split, as
+    """``SMALL`` rows drawn uniformly at random (seed 0) from the train splits of all languages, as
     one file whose rows are all train: the same distribution as SDA's data, a small project's size."""
     import gzip
     import random
@@ -286,11 +286,12 @@ CURVES = ("sda", "sda+mep", "sda+mep-unmasked", "sda-structure", "sda-filtered",
 def plan(done: list[dict]) -> list[tuple[str, int, int]]:
     """Every run not yet recorded: the validation check (before/after, 3 seeds at 60 steps), every
     system at 60 and 240 steps (seed 42), then at 960 steps SDA and the two systems other than SDA
-    best on validation at 240, the small-corpus repeats (``REPEATS``), those three's seeds 43 and 44,
-    and last the other systems at 960 and the seeds of the system best on validation at 960 (the one
-    a recipe ships), each once all of its budget is in. The contenders come first because a 2-core
-    CPU takes 75-90 minutes for a 960-step SDA run (twice that for MEP or a hard negative): what the
-    shipped recipe is chosen from, with its seeds' spread, is in before the rest."""
+    best on validation (fused, ``_ranked``) at 240, the small-corpus repeats (``REPEATS``), those
+    three's seeds 43 and 44, and last the other systems at 960 and the seeds of the system best at
+    960 (the one a recipe ships), each once all of its budget is in. The contenders come first
+    because a 2-core CPU takes 75-90 minutes for a 960-step SDA run (2 h 12 min measured with a
+    hard negative, MEP about twice SDA's): what the shipped recipe is chosen from, with its seeds'
+    spread, is in before the rest."""
     have = {(r["system"], r["steps"], r["seed"]) for r in done}
     wanted = [(s, 60, seed) for s in ("sda-before", "sda") for seed in SEEDS]
     wanted += [(s, steps, 42) for steps in BUDGETS[:-1] for s in CURVES]
