@@ -15,7 +15,8 @@ recorded and resumes a run that was cut short from its newest checkpoint. ::
     python benchmarks/learning_curves.py run --systems sda --steps 60 --seeds 42 43 44
     python benchmarks/learning_curves.py run --plan               # every run the issue asks for, in order
     python benchmarks/learning_curves.py table                    # the tables, markdown
-    python benchmarks/learning_curves.py figure --out docs/img/learning-curves.png
+    python benchmarks/learning_curves.py figure --figure-out docs/img/learning-curves.png
+    python benchmarks/learning_curves.py fusion --steps 960       # the fusion each system's recipe ships with
 
 The data: ``python benchmarks/data/code_corpus.py --cache DATA --combined DATA/ablation
 --structure-pairs DATA/structure`` (``DATA`` = ``--data-dir``, default ``$STRUCTRET_CODE_DATA``
@@ -234,7 +235,7 @@ def train_and_score(args, system: str, steps: int, seed: int) -> dict:
         "train_data": data, "eval_data": eval_data(args), "settings": settings,
         "dense": {"valid": on_valid.rows[str(run)][column], "test": on_test.rows[str(run)][column]},
         "fused": {"fusion": tuning["fusion"], "valid": tuning["scores"][tuning["fusion"]],
-                  "test": on_test.rows[hybrid][column]},
+                  "test": on_test.rows[hybrid][column], "valid_grid": tuning["scores"]},
         "train_seconds": round(trained, 1) if trained > 5 else None,  # None: trained in an earlier call
         "pairs_per_s": round(statistics.median(rates), 2) if rates else None,
         "bf16": bf16_training(settings["dtype"]), "cpu": cpu_kind(), "device": device_name(),
@@ -259,7 +260,7 @@ def zero_shot(args) -> dict:
             "eval_data": eval_data(args),
             "dense": {"valid": on_valid.rows["minilm"][column], "test": on_test.rows["minilm"][column]},
             "fused": {"fusion": tuning["fusion"], "valid": tuning["scores"][tuning["fusion"]],
-                      "test": on_test.rows["bm25-fields+minilm"][column]},
+                      "test": on_test.rows["bm25-fields+minilm"][column], "valid_grid": tuning["scores"]},
             "cpu": cpu_kind(), "device": device_name(), "scored": time.strftime("%Y-%m-%d %H:%M")}
 
 
@@ -314,6 +315,63 @@ def _ranked(done: list[dict], steps: int) -> list[str]:
     scores = {r["system"]: r["fused"]["valid"] for r in done
               if r["steps"] == steps and r["seed"] == 42 and r["system"] in CURVES}
     return sorted(scores, key=scores.__getitem__, reverse=True) if len(scores) == len(CURVES) else []
+
+
+# --- the fusion a recipe ships with -----------------------------------------------------------
+
+
+def shipped_fusion(runs: list[dict]) -> tuple[str, dict[str, float]]:
+    """The fusion a recipe trained like ``runs`` (one system, one budget, its seeds) ships with: the
+    one whose validation MRR, averaged over the seeds, is best (each seed's own choice can differ:
+    SDA at 960, seed 42, chose minmax where every other SDA run chose zscore). Returns it and every
+    fusion's mean; only fusions every seed scored count."""
+    grids = [r["fused"]["valid_grid"] for r in runs]
+    common = set(grids[0]).intersection(*grids[1:])
+    means = {spec: statistics.mean(g[spec] for g in grids) for spec in sorted(common)}
+    return max(means, key=means.__getitem__), means
+
+
+def add_valid_grid(args, path: Path) -> dict:
+    """A record from before ``valid_grid`` was kept gets it: every fusion scored on validation from the
+    run's final weights (test is not scored again). The recomputed score of the fusion the record chose
+    must equal the recorded one, or the weights are not the run's."""
+    from structret.api import load_model, tune_fusion
+    from structret.datasets import load_dataset
+
+    record = json.loads(path.read_text())
+    if "valid_grid" in record["fused"]:
+        return record
+    run = Path(args.runs) / path.stem
+    if not (run / "final" / "structret.json").is_file():
+        raise SystemExit(f"{path}: no valid_grid, and no weights at {run}/final to score the fusions from; "
+                         f"pass --runs where the run was trained, or train it again")
+    tuning = tune_fusion(load_model(str(run)), load_dataset(eval_data(args), "valid"), split=None,
+                         lexical="bm25-fields", show_progress=False)
+    recorded, again = record["fused"]["valid"], tuning["scores"].get(record["fused"]["fusion"])
+    if again is None or abs(again - recorded) > 1e-6:
+        raise SystemExit(f"{path}: validation with {record['fused']['fusion']} scores {again} from {run}/final, "
+                         f"the record says {recorded}: these are not the weights that were scored")
+    record["fused"]["valid_grid"] = tuning["scores"]
+    save(path.parent, record)
+    return record
+
+
+def fusions(args) -> None:
+    """``fusion``: for each system (``--systems``, default every one with runs) at its largest budget
+    (or ``--steps``), the fusion a recipe of it ships with, and the runs' own choices."""
+    out = Path(args.out)
+    groups = grouped(records(out))
+    for system in args.systems or sorted({s for s, _ in groups if s in SYSTEMS}):
+        budgets = [n for s, n in groups if s == system and (not args.steps or n in args.steps)]
+        if not budgets:
+            continue
+        steps = max(budgets)
+        runs = [add_valid_grid(args, out / f"{run_name(system, steps, r['seed'])}.json")
+                for r in sorted(groups[(system, steps)], key=lambda r: r["seed"])]
+        best, means = shipped_fusion(runs)
+        own = ", ".join(f"seed {r['seed']}: {r['fused']['fusion']}" for r in runs)
+        print(f"{system} at {steps} steps: ship {best} (validation {100 * means[best]:.2f}, mean of "
+              f"{len(runs)} seed(s); {own})")
 
 
 # --- tables and the figure --------------------------------------------------------------------
@@ -432,7 +490,7 @@ def figure(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("prepare", "run", "plan", "table", "figure"))
+    parser.add_argument("command", choices=("prepare", "run", "plan", "table", "figure", "fusion"))
     parser.add_argument("--data-dir", help="the corpus folder (ablation/, structure/; derived/ is written there)")
     parser.add_argument("--runs", default="/work/runs/curves", help="where the runs' weights go")
     parser.add_argument("--out", default=str(OUT), help="where each run's record goes (committed)")
@@ -454,6 +512,8 @@ def main() -> None:
         return table(args)
     if args.command == "figure":
         return figure(args)
+    if args.command == "fusion":
+        return fusions(args)
     if args.command == "plan":
         for item in plan(records(out)):
             print(run_name(*item))

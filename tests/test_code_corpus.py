@@ -6,25 +6,13 @@ No network: the packages are small local trees, "already downloaded and unpacked
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from _scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("code_corpus", ROOT / "benchmarks" / "data" / "code_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-cc = _load()
+cc = load_script("data/code_corpus.py")
 
 RESERVED_MD = """# Sources reserved for evaluation
 

@@ -8,7 +8,6 @@ script says so in one line.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,21 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from _scripts import load_script
 from _tiny_models import build_lively_bert, one_torch_thread, tiny_bert_dir  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-gc = _load()
+gc = load_script("gpu_check.py")
 
 
 def _env(**extra: str) -> dict[str, str]:
