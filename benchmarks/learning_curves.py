@@ -331,17 +331,17 @@ def shipped_fusion(runs: list[dict]) -> tuple[str, dict[str, float]]:
     return max(means, key=means.__getitem__), means
 
 
-def add_valid_grid(args, path: Path) -> dict:
-    """A record from before ``valid_grid`` was kept gets it: every fusion scored on validation from the
-    run's final weights (test is not scored again). The recomputed score of the fusion the record chose
-    must equal the recorded one, or the weights are not the run's."""
+def add_valid_grid(args, out: Path, record: dict) -> dict:
+    """A record from before ``valid_grid`` was kept gets it (and is saved to ``out`` again): every fusion
+    scored on validation from the run's final weights (test is not scored again). The recomputed score of
+    the fusion the record chose must equal the recorded one, or the weights are not the run's."""
     from structret.api import load_model, tune_fusion
     from structret.datasets import load_dataset
 
-    record = json.loads(path.read_text())
     if "valid_grid" in record["fused"]:
         return record
-    run = Path(args.runs) / path.stem
+    name = run_name(record["system"], record["steps"], record["seed"])
+    path, run = out / f"{name}.json", Path(args.runs) / name
     if not (run / "final" / "structret.json").is_file():
         raise SystemExit(f"{path}: no valid_grid, and no weights at {run}/final to score the fusions from; "
                          f"pass --runs where the run was trained, or train it again")
@@ -350,9 +350,10 @@ def add_valid_grid(args, path: Path) -> dict:
     recorded, again = record["fused"]["valid"], tuning["scores"].get(record["fused"]["fusion"])
     if again is None or abs(again - recorded) > 1e-6:
         raise SystemExit(f"{path}: validation with {record['fused']['fusion']} scores {again} from {run}/final, "
-                         f"the record says {recorded}: these are not the weights that were scored")
+                         f"the record says {recorded}: these are not the weights that were scored; pass --runs "
+                         f"where this run was trained, or train it again (delete {path} and run it)")
     record["fused"]["valid_grid"] = tuning["scores"]
-    save(path.parent, record)
+    save(out, record)
     return record
 
 
@@ -366,8 +367,7 @@ def fusions(args) -> None:
         if not budgets:
             continue
         steps = max(budgets)
-        runs = [add_valid_grid(args, out / f"{run_name(system, steps, r['seed'])}.json")
-                for r in sorted(groups[(system, steps)], key=lambda r: r["seed"])]
+        runs = [add_valid_grid(args, out, r) for r in sorted(groups[(system, steps)], key=lambda r: r["seed"])]
         best, means = shipped_fusion(runs)
         own = ", ".join(f"seed {r['seed']}: {r['fused']['fusion']}" for r in runs)
         print(f"{system} at {steps} steps: ship {best} (validation {100 * means[best]:.2f}, mean of "

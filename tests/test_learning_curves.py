@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from _scripts import load_script
 
+
 @pytest.fixture(scope="module")
 def curves():
     return load_script("learning_curves.py")
@@ -37,7 +38,7 @@ def test_a_record_without_its_grid_and_without_weights_is_refused_with_where_to_
     path = curves.save(out, record("sda", 960, 42, 0.68))
     args = SimpleNamespace(runs=str(tmp_path / "runs"), data_dir=None)
     with pytest.raises(SystemExit, match=r"no valid_grid, and no weights at .*sda-960-s42/final"):
-        curves.add_valid_grid(args, path)
+        curves.add_valid_grid(args, out, json.loads(path.read_text()))
     assert "valid_grid" not in json.loads(path.read_text())["fused"]
 
 
