@@ -251,13 +251,12 @@ _backbone_options = [
 ]
 
 
-def _fusion_options(which: str, after_tuning: str) -> list:
+def _fusion_options(which: str, after_tuning: str, default: str = "zscore:0.3") -> list:
     """--fusion, --tune and --tune-measure: how a hybrid fuses, or the split and measure that choose it."""
     return [
         click.option("--fusion", metavar="METHOD:WEIGHT",
                      help=f"{which}: how the sides fuse, zscore, minmax or rrf, and the lexical side's weight in "
-                          "[0, 1] (default: a trained run's recipe's fusion for a SOURCE folder, else zscore:0.3; "
-                          "',depth=N' candidates per side, ',k=N' for rrf). "
+                          f"[0, 1] (default: {default}; ',depth=N' candidates per side, ',k=N' for rrf). "
                           "Example: --fusion minmax:0.3"),
         click.option("--tune", "tune_split", metavar="SPLIT",
                      help=f"{which}: choose the fusion on this split of --data, every method x weight, by the first "
@@ -392,7 +391,8 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
 @click.option("--lexical", metavar="RETRIEVER",
               help="Also index the texts with this lexical retriever (bm25) and fuse it with the vectors in every "
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
-@_apply(_fusion_options("With --lexical", "(recorded in the index)"))
+@_apply(_fusion_options("With --lexical", "(recorded in the index)",
+                        "the fusion a trained run's recipe ships with (minilm-catalog), else zscore:0.3"))
 def index(source, embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
           index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure):
     """Build a vector index from a source folder, a dataset or encoded embeddings, or update one.

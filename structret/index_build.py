@@ -54,7 +54,8 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it; ``"auto"`` picks
     one by the number of documents (``choose_index``).
     ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
-    search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None for the default).
+    search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None: the fusion the model's
+    recipe was shipped with, ``Recipe.fusion``, else the default).
     A lexical retriever that reads records its own way (``format_document``: bm25-fields reads a
     function with its file and class) reads a dataset's records so; with vectors, ``readings=``
     gives those readings (one per id; ``lexical_reader``), else it reads the texts.
@@ -71,6 +72,8 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
             raise StructretError(f"got {len(readings)} readings for {len(built.texts or ())} texts; give one per id.")
         built.readings = dict(zip(built.texts or {}, readings))
     if lexical is not None:
+        if fusion is None and model is not None:  # a trained run's recipe carries the fusion chosen on validation
+            fusion = model.recipe.get("fusion") or None
         built.add_lexical(lexical, fusion)
     elif fusion is not None:
         raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")

@@ -217,8 +217,6 @@ def _build(source: Path, out: Path, files: dict[str, tuple[str, int, int]], requ
     vectors, result.encoded, result.reused = encode(model, texts, key, batch_size=batch_size,
                                                     show_progress=show_progress)
     twin = make_twin(model, key, show_progress=show_progress)
-    if fusion is None and lexical:  # a trained run's recipe carries the fusion chosen on validation with it
-        fusion = model.recipe.get("fusion") or None
     built = build_index(model, vectors=vectors, ids=ids, texts=texts, kind=kind, metric=metric, lexical=lexical,
                         fusion=fusion, readings=readings if reader is not None else None, **index_options)
     built.meta["source"] = {"path": str(source), "languages": result.languages}
