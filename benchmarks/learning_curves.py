@@ -130,8 +130,13 @@ def prepare(args) -> None:
                                  "train", "--lexical", "bm25-fields", "--depth", "30", "--keep", "1", "--filter",
                                  "percent:0.95", "--judge", "minilm"] for lang in LANGUAGES},
     }
-    draw_small(root / "ablation", derived / f"small-{SMALL}.jsonl.gz")
+    # --systems makes only those systems' files: each is a pass of the teacher over the train split
+    wanted = {SYSTEMS[s].train for s in args.systems}
+    if not wanted or "small" in wanted:
+        draw_small(root / "ablation", derived / f"small-{SMALL}.jsonl.gz")
     for name, parts in commands.items():
+        if wanted and name.split("-")[0] not in wanted:
+            continue
         target = derived / f"{name}.jsonl.gz"
         if target.is_file():
             print(f"{target}: there", file=sys.stderr)

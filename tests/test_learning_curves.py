@@ -4,6 +4,7 @@ scoring themselves are structret.train and run_bench, tested elsewhere."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from types import SimpleNamespace
 
@@ -62,3 +63,21 @@ def test_every_committed_record_scores_its_own_fusion_on_its_grid(curves):
         if "valid_grid" in fused:
             assert fused["valid_grid"][fused["fusion"]] == pytest.approx(fused["valid"], abs=1e-9), path.name
             assert max(fused["valid_grid"].values()) == pytest.approx(fused["valid"], abs=1e-9), path.name
+
+
+def test_prepare_for_named_systems_runs_only_their_commands_and_joins_the_parts(curves, tmp_path, monkeypatch):
+    ran = []
+
+    def fake_run(command, check):  # each structret call writes a one-member gzip to its --out
+        ran.append(command[3])
+        out = command[command.index("--out") + 1]
+        with gzip.open(out, "wt") as f:
+            f.write(command[command.index("--data") + 1] + "\n")
+
+    monkeypatch.setattr(curves.subprocess, "run", fake_run)
+    args = SimpleNamespace(data_dir=str(tmp_path), systems=["sda-bm25neg"])
+    curves.prepare(args)
+    assert ran == ["negatives"] * len(curves.LANGUAGES)  # no filter-pairs, no small draw
+    joined = gzip.open(tmp_path / "derived" / "bm25neg.jsonl.gz", "rt").read().split()
+    assert [line.rsplit("/", 1)[1] for line in joined] == [f"{lang}.jsonl.gz" for lang in curves.LANGUAGES]
+    assert sorted(p.name for p in (tmp_path / "derived").iterdir()) == ["bm25neg.jsonl.gz"]  # parts removed
