@@ -30,6 +30,13 @@ Choices read the validation projects only; the test projects are scored once, wi
 
 ``--languages`` (default python go java) and ``--data-dir`` (default $STRUCTRET_CODE_DATA or
 /work/data/code) say which projects and where.
+
+``run --model RUN`` scores a trained run instead of MiniLM, with ``bm25-project`` as ``structret index``
+fuses it (its default weights): each side alone, ``structret index``'s default fusion, the fusion chosen
+on the validation projects, and each ``--fusion SPEC`` given (the one a recipe ships with), written to
+``results/project-search-RUN.json`` (``table --model RUN`` prints it again)::
+
+    python benchmarks/project_search.py run --model /work/runs/curves/sda-960-s44/final --fusion minmax:0.25
 """
 
 from __future__ import annotations
@@ -97,26 +104,69 @@ def macro(scores: list[dict[str, float]], metric: str) -> float:
     return statistics.mean(s[metric] for s in scores)
 
 
-def run(args) -> None:
-    import itertools
+def result_path(args) -> Path:
+    return OUT.with_name(f"project-search-{model_tag(args)}.json") if args.model else OUT
 
-    from structret.api.projects import candidates, metrics
-    from structret.fusion import grid
-    from structret.models import load_model
 
-    model = load_model("minilm")
-    found = {}
+def model_tag(args) -> str:
+    """A run folder's name (its parent's when it is a run's ``final``)."""
+    path = Path(args.model)
+    return path.parent.name if path.name == "final" else path.name
+
+
+def scored(args, model) -> dict[str, list[tuple[str, object]]]:
+    """Each split's (language, Candidates), indexed with ``model`` and bm25-project."""
+    from structret.api.projects import candidates
+
+    found: dict[str, list[tuple[str, object]]] = {}
     for split in SPLITS:
         found[split] = []
         for language, folder in projects(args, split):
             prepared = prepared_dir(args, split, language, folder)
             started = time.perf_counter()
-            index_dir = data_dir(args) / "projects-index" / split / prepared.name
+            index_dir = data_dir(args) / "projects-index" / (model_tag(args) if args.model else "") / split / prepared.name
             got = candidates(prepared, index_dir, model=model, lexical="bm25-project",
-                             fields=[*BASE_WEIGHTS, *PLACE_GRID])
+                             fields=() if args.model else [*BASE_WEIGHTS, *PLACE_GRID])
             print(f"{split} {prepared.name}: {len(got.answers)} queries over {got.functions} functions "
                   f"[{time.perf_counter() - started:.0f} s]", file=sys.stderr, flush=True)
             found[split].append((language, got))
+    return found
+
+
+def run_model(args) -> None:
+    """A trained run in a whole project, fused as ``structret index`` fuses it; see the module's doc."""
+    from structret.api.projects import metrics
+    from structret.fusion import grid, parse
+    from structret.models import load_model
+
+    found = scored(args, load_model(args.model))
+    tried = {f.spec: macro([metrics(c.ranks(f)) for _, c in found["valid"]], "MRR@10") for f in grid()}
+    tuned = max(tried, key=lambda spec: (tried[spec], -parse(spec).weight))
+    systems = {"bm25-project": "zscore:1.0", "dense": "zscore:0.0", "default": parse(None).spec, "tuned": tuned,
+               **{f"given {spec}": parse(spec).spec for spec in args.fusion}}
+    record = {"model": str(args.model), "lexical": "bm25-project (its default weights)",
+              "systems": {name: {"fusion": spec} for name, spec in systems.items()},
+              "tuning": {"metric": "macro MRR@10 over the validation projects", "fusions": tried, "chosen": tuned},
+              "splits": {split: {got.project: {"language": language, "queries": len(got.answers),
+                                               "functions": got.functions,
+                                               **{name: metrics(got.ranks(spec)) for name, spec in systems.items()}}
+                                 for language, got in found[split]} for split in SPLITS}}
+    out = result_path(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out}; fusion chosen on validation: {tuned}", file=sys.stderr)
+    table(record)
+
+
+def run(args) -> None:
+    import itertools
+
+    from structret.api.projects import metrics
+    from structret.fusion import grid
+    from structret.models import load_model
+
+    found = scored(args, load_model("minilm"))
+
     def valid(fusion, **levers) -> float:
         return macro([metrics(c.ranks(fusion, **levers)) for _, c in found["valid"]], "MRR@10")
 
@@ -174,13 +224,18 @@ def table(record: dict) -> None:
     names = list(record["systems"])
     metric_names = ("MRR@10", "NDCG@10", "R@1", "R@10")
     for split, rows in record["splits"].items():
-        print(f"\n**{split} projects, MRR@10 ×100 per project**; chosen on validation: "
-              + "; ".join(f"{n} = " + ", ".join(f"{k} {v}" for k, v in spec.items() if k != "weights")
-                          for n, spec in record["systems"].items() if n.startswith("tuned")) + "; "
-              + "; ".join(f"{n} = " + ", ".join(f"{f} {w}" for f, w in spec["weights"].items()
-                                                if w != BASE_WEIGHTS.get(f, 0.0) or n == "place" and f in PLACE_GRID)
-                          + f" ({spec['fusion']})" for n, spec in record["systems"].items() if n[0] == "+" or n == "place")
-              + "\n")
+        if "weights" not in next(iter(record["systems"].values())):  # run --model: no field levers
+            print(f"\n**{split} projects, MRR@10 ×100 per project**; {record['model']}; fusion chosen on "
+                  f"validation: {record['tuning']['chosen']}\n")
+        else:
+            print(f"\n**{split} projects, MRR@10 ×100 per project**; chosen on validation: "
+                  + "; ".join(f"{n} = " + ", ".join(f"{k} {v}" for k, v in spec.items() if k != "weights")
+                              for n, spec in record["systems"].items() if n.startswith("tuned")) + "; "
+                  + "; ".join(f"{n} = " + ", ".join(f"{f} {w}" for f, w in spec["weights"].items()
+                                                    if w != BASE_WEIGHTS.get(f, 0.0) or n == "place" and f in PLACE_GRID)
+                              + f" ({spec['fusion']})" for n, spec in record["systems"].items()
+                              if n[0] == "+" or n == "place")
+                  + "\n")
         print("| project | queries | functions | " + " | ".join(names) + " |")
         print("|---|---:|---:|" + "---:|" * len(names))
         for project, row in rows.items():
@@ -200,13 +255,17 @@ def main() -> None:
     parser.add_argument("command", choices=("prepare", "run", "table"))
     parser.add_argument("--data-dir")
     parser.add_argument("--languages", nargs="*", default=["python", "go", "java"])
+    parser.add_argument("--model", help="run: a trained run (its folder) instead of MiniLM; see the module's doc")
+    parser.add_argument("--fusion", nargs="*", default=[], help="run --model: fusions scored beside the tuned one")
     args = parser.parse_args()
+    if args.fusion and not args.model:
+        parser.error("--fusion goes with --model")
     if args.command == "prepare":
         prepare(args)
     elif args.command == "run":
-        run(args)
+        run_model(args) if args.model else run(args)
     else:
-        table(json.loads(OUT.read_text()))
+        table(json.loads(result_path(args).read_text()))
 
 
 if __name__ == "__main__":

@@ -155,3 +155,26 @@ def test_the_structure_levers_reorder_the_fused_hits():
     # y1 is called from everywhere: the prior lifts it too
     assert got.ranks("zscore:0.3", prior=0.2) == [1]
     assert got.ranks("zscore:0.3", coherence=0.0, prior=0.0) == [2]
+
+
+def test_the_benchmark_scores_a_trained_model_with_the_fusions_it_is_given(project, tmp_path, tiny_bert_dir,
+                                                                          fresh_registry, monkeypatch):
+    from types import SimpleNamespace
+
+    from _scripts import load_script
+
+    script = load_script("project_search.py")
+    monkeypatch.setattr(script, "projects", lambda args, split: [("python", project)])
+    monkeypatch.setattr(script, "OUT", tmp_path / "results" / "project-search.json")
+    args = SimpleNamespace(data_dir=str(tmp_path / "data"), languages=["python"], model=str(tiny_bert_dir),
+                           fusion=["minmax:0.25"])
+    script.prepare(args)
+    script.run_model(args)
+    record = json.loads((tmp_path / "results" / f"project-search-{tiny_bert_dir.name}.json").read_text())
+    assert set(record["systems"]) == {"bm25-project", "dense", "default", "tuned", "given minmax:0.25"}
+    tried = record["tuning"]["fusions"]
+    assert len(tried) > 20 and tried[record["tuning"]["chosen"]] == max(tried.values())
+    row = record["splits"]["test"]["python-proj"]
+    assert row["queries"] == 2 and row["functions"] == 7
+    assert row["bm25-project"]["R@1"] >= 0.5  # the settings query's own words find read_config
+    assert (tmp_path / "data" / "projects-index" / tiny_bert_dir.name / "valid" / "python-proj").is_dir()
