@@ -23,14 +23,14 @@ def _settings(recipe) -> dict:
     return {k: v for k, v in recipe.to_dict().items() if k not in OWN}
 
 
-@pytest.mark.parametrize("shipped, system", [("minilm-code", "sda")])
+@pytest.mark.parametrize("shipped, system", [("minilm-code", "sda"), ("minilm-code-hardneg", "sda-bm25neg")])
 def test_a_code_recipe_is_the_curve_it_was_chosen_from(curves, shipped, system):
     largest = max(curves.BUDGETS)
     measured = resolve_recipe(None, {**curves.BASE, **curves.SYSTEMS[system].settings, "max_steps": largest})
     assert _settings(resolve_recipe(shipped)) == _settings(measured)
 
 
-@pytest.mark.parametrize("shipped", ["minilm-code"])
+@pytest.mark.parametrize("shipped", ["minilm-code", "minilm-code-hardneg"])
 def test_a_code_recipe_carries_a_fusion_from_the_grid_it_was_tuned_on(shipped):
     fusion = resolve_recipe(shipped).fusion
     assert fusion and parse(fusion).spec in {f.spec for f in grid()}
