@@ -4,9 +4,11 @@ kept, their summaries the queries, each answer a file and a last line, every fus
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from _scripts import load_script
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
 from structret.api.projects import (CUTOFF, first_paragraph, metrics, prepare_project, read_queries,
                                            without_name)
@@ -159,10 +161,6 @@ def test_the_structure_levers_reorder_the_fused_hits():
 
 def test_the_benchmark_scores_a_trained_model_with_the_fusions_it_is_given(project, tmp_path, tiny_bert_dir,
                                                                           fresh_registry, monkeypatch):
-    from types import SimpleNamespace
-
-    from _scripts import load_script
-
     script = load_script("project_search.py")
     monkeypatch.setattr(script, "projects", lambda args, split: [("python", project)])
     monkeypatch.setattr(script, "OUT", tmp_path / "results" / "project-search.json")
