@@ -97,7 +97,8 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
               fusion: Any = None, tune: Dataset | None = None, tune_measure: str | None = None) -> BenchResult:
     """Each system built by name, then fitted and scored with the protocol of the dataset's task.
     ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them.
-    Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse), or by the
+    Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse; None: a trained
+    run's shipped fusion, else the default), or by the
     fusion that scores best on ``tune`` (a validation split of the same data) by ``tune_measure``
     (default: the protocol's first measure, ties broken by the next), recorded in the row."""
     protocol = make_protocol(dataset, limit)
@@ -108,7 +109,8 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
                                              cache=cache_dir() if vector_cache else None)
         tuning = None
         if isinstance(retriever, HybridRetriever):
-            retriever.fusion = parse(fusion)
+            if fusion is not None:  # else make_retriever's: a trained run's shipped fusion, or the default
+                retriever.fusion = parse(fusion)
             if tune is not None:
                 tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress, measure=tune_measure)
                 tuning["split"] = tune.name

@@ -920,7 +920,8 @@ def train(recipe, objective, backbone, model, backbone_options, data, split, dat
 @click.option("--no-vector-cache", "no_vector_cache", is_flag=True,
               help="With --system: encode every text again instead of reusing the vectors an earlier run of the "
                    "same model kept in STRUCTRET_CACHE/vectors. Example: structret bench --no-vector-cache")
-@_apply(_fusion_options("For hybrid systems (bm25+minilm)", "(then --split is scored once with it)"))
+@_apply(_fusion_options("For hybrid systems (bm25+minilm)", "(then --split is scored once with it)",
+                        "the fusion a trained run's recipe ships with (bm25-fields+runs/x), else zscore:0.3"))
 @_no_verify
 def bench(data, split, data_options, systems, recipes, finetune, zero_shot, settings, backbone, suite, data_root,
           row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split, tune_measure):

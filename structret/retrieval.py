@@ -212,11 +212,23 @@ def resolve_system(name: str) -> tuple[str, Any]:
     )
 
 
+def hybrid_fusion(dense: str, fusion: Any = None):
+    """The fusion a hybrid with dense side ``dense`` uses: ``fusion`` when given (structret.fusion.parse),
+    else the one a trained run's recipe was shipped with (``Recipe.fusion``, as ``structret index``
+    uses it), else the default."""
+    from structret.fusion import parse  # numpy: kept out of import structret.api
+
+    if fusion is None:
+        trained = trained_model(dense)
+        fusion = (trained.recipe.get("fusion") if trained is not None else None) or None
+    return parse(fusion)
+
+
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
                    batch_size: int = 32, cache: str | os.PathLike | None = None, fusion: Any = None, **options: Any):
     """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever;
     ``bm25+minilm`` → a HybridRetriever fusing them by ``fusion`` (structret.fusion.parse; None:
-    the default). ``cache``: a directory where a dense retriever keeps its vectors between runs;
+    a trained run's shipped fusion, else the default: ``hybrid_fusion``). ``cache``: a directory where a dense retriever keeps its vectors between runs;
     ``options`` go to the backbone (of a hybrid's dense side too)."""
     registry = get_registry()
     kind, found = resolve_system(name)
@@ -224,7 +236,7 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
         lexical = registry.create("retriever", found[0])
         dense = make_retriever(found[1], model=model, show_progress=show_progress, batch_size=batch_size,
                                cache=cache, **options)
-        return HybridRetriever(lexical, dense, fusion, name=name)
+        return HybridRetriever(lexical, dense, hybrid_fusion(found[1], fusion), name=name)
     if fusion is not None:
         raise PluginError(f"fusion settings are for a hybrid system (LEXICAL+DENSE, e.g. bm25+{name}), "
                           f"not '{name}'.")

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
 from structret.fusion import Fusion, FusionError, fuse_lists, fuse_scores, parse, tune
 
 # one query, four documents
@@ -185,6 +186,27 @@ def test_bench_refuses_tuning_on_the_scored_split(tmp_path):
     result = CliRunner().invoke(cli, ["bench", "--data", f"codesearchnet:{data}", "--system", "bm25+minilm",
                                       "--fusion", "cosine:0.2"])
     assert result.exit_code == 2 and "unknown fusion method" in result.output
+
+
+def test_a_trained_run_fuses_by_its_recipe_in_bench_and_suites_unless_told(tmp_path, tiny_bert_dir, monkeypatch):
+    import structret
+    from structret.bench import run_bench
+    from structret.retrieval import make_retriever
+    from structret.suites.runner import Runner
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    data = _code_rows(tmp_path / "rows.jsonl.gz", n=12)
+    run = structret.train(data=f"codesearchnet:{data}", out=str(tmp_path / "run"), backbone="hf-encoder",
+                          model=str(tiny_bert_dir), max_steps=1, batch_size=4, checkpoint_every=0,
+                          settings={"passage_max_len": 32, "fusion": "minmax:0.15"})
+    system = f"bm25+{run.path}"
+    assert make_retriever(system, show_progress=False).fusion == Fusion("minmax", 0.15)  # as 'structret index'
+    assert make_retriever(system, fusion="rrf:0.4", show_progress=False).fusion == Fusion("rrf", 0.4)
+    assert make_retriever("bm25+hf-encoder", model=str(tiny_bert_dir), show_progress=False).fusion == parse(None)
+    rows = run_bench(structret.load_dataset(f"codesearchnet:{data}", split="test"), [system], show_progress=False).rows
+    assert rows[system]["fusion"] == "minmax:0.15"
+    # a suite row's cache key names the fusion it is scored with, so a recipe's fusion is not read from another's
+    assert Runner(show_progress=False).system_identity(system, {"fusion": None})["fusion"] == "minmax:0.15"
 
 
 # --- in an index --------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from structret.datasets import load_dataset, parse_data_spec
 from structret.errors import SuiteError
 from structret.models import new_model
 from structret.registry import get_registry
-from structret.retrieval import make_retriever, resolve_system
+from structret.retrieval import hybrid_fusion, make_retriever, resolve_system
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 TUNED = "valid"  # a row's fusion chosen on the dataset's validation split
@@ -246,10 +246,8 @@ class Runner:
     def system_identity(self, system: str, options: dict[str, Any]) -> dict[str, Any]:
         lexical, plus, dense = system.partition("+")
         if plus and not Path(system).exists() and "fusion" in options:  # a hybrid cell: its model's identity
-            from structret.fusion import parse  # numpy: not by import structret.suites
-
             rest = {k: v for k, v in options.items() if k != "fusion"}
-            fusion = TUNED if options["fusion"] == TUNED else parse(options["fusion"]).spec
+            fusion = TUNED if options["fusion"] == TUNED else hybrid_fusion(dense, options["fusion"]).spec
             return {"lexical": lexical, "fusion": fusion, "dense": self.system_identity(dense, rest)}
         path = Path(system)
         recipe_file = path / "recipe.toml"
