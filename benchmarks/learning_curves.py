@@ -122,8 +122,9 @@ def prepare(args) -> None:
     derived = root / "derived"
     derived.mkdir(parents=True, exist_ok=True)
     data = f"codesearchnet:{root}/ablation/*.jsonl.gz"
+    # keyed by the training data they make (train_data names the file)
     commands = {
-        "filtered-k20": {"": ["filter-pairs", "--data", data, "--split", "train", "--top-k", "20"]},
+        "filtered": {"": ["filter-pairs", "--data", data, "--split", "train", "--top-k", "20"]},
         "cornstack": {"": ["filter-pairs", "--data", data, "--split", "train", "--top-k", "2", "--min-score", "0.7"]},
         # one language at a time, so a query's negatives come from its own language's functions
         "bm25neg": {f".{lang}": ["negatives", "--data", f"codesearchnet:{root}/ablation/{lang}.jsonl.gz", "--split",
@@ -134,10 +135,11 @@ def prepare(args) -> None:
     wanted = {SYSTEMS[s].train for s in args.systems}
     if not wanted or "small" in wanted:
         draw_small(root / "ablation", derived / f"small-{SMALL}.jsonl.gz")
-    for name, parts in commands.items():
-        if wanted and name.split("-")[0] not in wanted:
+    for key, parts in commands.items():
+        if wanted and key not in wanted:
             continue
-        target = derived / f"{name}.jsonl.gz"
+        target = Path(train_data(args, key).split(":", 1)[1])
+        name = target.name.removesuffix(".jsonl.gz")
         if target.is_file():
             print(f"{target}: there", file=sys.stderr)
             continue

@@ -81,3 +81,7 @@ def test_prepare_for_named_systems_runs_only_their_commands_and_joins_the_parts(
     joined = gzip.open(tmp_path / "derived" / "bm25neg.jsonl.gz", "rt").read().split()
     assert [line.rsplit("/", 1)[1] for line in joined] == [f"{lang}.jsonl.gz" for lang in curves.LANGUAGES]
     assert sorted(p.name for p in (tmp_path / "derived").iterdir()) == ["bm25neg.jsonl.gz"]  # parts removed
+    ran.clear()
+    curves.prepare(SimpleNamespace(data_dir=str(tmp_path), systems=["sda-filtered"]))
+    assert ran == ["filter-pairs"]  # into the file the system trains on
+    assert curves.has_train_data(args, curves.SYSTEMS["sda-filtered"].train)
