@@ -98,9 +98,9 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
     """Each system built by name, then fitted and scored with the protocol of the dataset's task.
     ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them.
     Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse; None: a trained
-    run's shipped fusion, else the default), or by the
-    fusion that scores best on ``tune`` (a validation split of the same data) by ``tune_measure``
-    (default: the protocol's first measure, ties broken by the next), recorded in the row."""
+    run's shipped fusion, else the default), or by the fusion that scores best on ``tune`` (a
+    validation split of the same data) by ``tune_measure`` (default: the protocol's first measure,
+    ties broken by the next), recorded in the row."""
     protocol = make_protocol(dataset, limit)
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:

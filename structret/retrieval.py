@@ -228,8 +228,9 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
                    batch_size: int = 32, cache: str | os.PathLike | None = None, fusion: Any = None, **options: Any):
     """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever;
     ``bm25+minilm`` → a HybridRetriever fusing them by ``fusion`` (structret.fusion.parse; None:
-    a trained run's shipped fusion, else the default: ``hybrid_fusion``). ``cache``: a directory where a dense retriever keeps its vectors between runs;
-    ``options`` go to the backbone (of a hybrid's dense side too)."""
+    a trained run's shipped fusion, else the default: ``hybrid_fusion``). ``cache``: a directory
+    where a dense retriever keeps its vectors between runs; ``options`` go to the backbone (of a
+    hybrid's dense side too)."""
     registry = get_registry()
     kind, found = resolve_system(name)
     if kind == "hybrid":
