@@ -7,7 +7,7 @@ held-out functions' docstring lines, encoded by all-MiniLM-L6-v2 one at a time, 
 does. The document vectors are random unit vectors: an exact (flat) search costs the same
 whatever the values, and encoding 100k texts would take most of the run. Each query is timed
 three ways, interleaved: encode alone, encode + dense search, encode + hybrid search (BM25's
-top candidates and the vectors' fused, structret.fusion). Prints p50/p90 per query, the ratio
+top candidates and the vectors' fused, structret.search.fusion). Prints p50/p90 per query, the ratio
 hybrid / dense, BM25's fit time, the RSS it adds and its size on disk. ::
 
     python benchmarks/bench_hybrid.py                  # 100,000 documents, 200 queries
@@ -51,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import structret
-    from structret.fusion import Fusion
+    from structret.search.fusion import Fusion
 
     lines = function_lines(args.n + args.queries)
     if len(lines) < args.n + args.queries:

@@ -5,7 +5,7 @@ functions, 1,800 queries, one pool), MiniLM's vectors (encoded once, kept in STR
 built twice with ``structret.build_index``: ``flat`` with structret's lexical side (BM25 in
 numpy) and ``milvus`` (Milvus Lite) holding the lexical side itself (each of the retriever's fields
 in a BM25 Function's sparse field of its own, searched with ``hybrid_search`` and summed with the
-retriever's weights); both fused by structret.fusion. For each lexical retriever and fusion: MRR@100 of both, the share of
+retriever's weights); both fused by structret.search.fusion. For each lexical retriever and fusion: MRR@100 of both, the share of
 queries whose top 10 are the same ids in the same order, and the mean overlap of the two top-10
 sets. ``lexical alone`` (fusion weight 1) and ``dense alone`` (weight 0) separate the two sides'
 share of the difference. ::
@@ -46,7 +46,7 @@ def main() -> None:
     from structret.artifacts import cache_dir
     from structret.contracts import optional
     from structret.datasets import load_dataset
-    from structret.index_build import build_index, lexical_reader
+    from structret.search.build import build_index, lexical_reader
     from structret.vector_cache import VectorCache, cache_key
 
     dataset = load_dataset(args.data, args.split)

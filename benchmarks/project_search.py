@@ -136,7 +136,7 @@ def scored(args, model) -> dict[str, list[tuple[str, object]]]:
 def run_model(args) -> None:
     """A trained run in a whole project, fused as ``structret index`` fuses it; see the module's doc."""
     from structret.api.projects import metrics
-    from structret.fusion import grid, parse
+    from structret.search.fusion import grid, parse
     from structret.models import load_model
 
     found = scored(args, load_model(args.model))
@@ -162,7 +162,7 @@ def run(args) -> None:
     import itertools
 
     from structret.api.projects import metrics
-    from structret.fusion import grid
+    from structret.search.fusion import grid
     from structret.models import load_model
 
     found = scored(args, load_model("minilm"))

@@ -14,15 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structret import defaults, retrieval
+from structret import defaults
+from structret.search import system as retrieval
 from structret.artifacts import cache_dir
 from structret.contracts import optional
 from structret.datasets import load_dataset
 from structret.evaluation import evaluate_retriever, make_protocol, tune_fusion
-from structret.fusion import parse
 from structret.mining import mine
 from structret.records import Dataset
-from structret.retrieval import DenseRetriever, HybridRetriever
+from structret.search.system import DenseRetriever, HybridRetriever
 
 
 def stdlib_path() -> Path:
@@ -97,7 +97,7 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
               fusion: Any = None, tune: Dataset | None = None, tune_measure: str | None = None) -> BenchResult:
     """Each system built by name, then fitted and scored with the protocol of the dataset's task.
     ``vector_cache``: dense systems keep their vectors in ``cache_dir()/vectors`` and reuse them.
-    Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.fusion.parse; None: a trained
+    Hybrid systems (``bm25+minilm``) fuse by ``fusion`` (structret.search.fusion.parse; None: a trained
     run's shipped fusion, else the default), or by the fusion that scores best on ``tune`` (a
     validation split of the same data) by ``tune_measure`` (default: the protocol's first measure,
     ties broken by the next), recorded in the row."""
@@ -105,12 +105,13 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
+        hybrid = retrieval.resolve_system(system)[0] == "hybrid"
+        # the fusion given is a hybrid's; make_retriever decides the rest (a run's shipped fusion, or the default)
         retriever = retrieval.make_retriever(system, batch_size=batch_size, show_progress=show_progress,
-                                             cache=cache_dir() if vector_cache else None)
+                                             cache=cache_dir() if vector_cache else None,
+                                             fusion=fusion if hybrid else None)
         tuning = None
         if isinstance(retriever, HybridRetriever):
-            if fusion is not None:  # else make_retriever's: a trained run's shipped fusion, or the default
-                retriever.fusion = parse(fusion)
             if tune is not None:
                 tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress, measure=tune_measure)
                 tuning["split"] = tune.name

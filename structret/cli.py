@@ -305,7 +305,7 @@ def _read(data, split, data_options, *, need=("documents",)):
 
 
 def _fusion(spec):
-    """--fusion as a structret.fusion.Fusion (None when not given), or a usage error."""
+    """--fusion as a structret.search.fusion.Fusion (None when not given), or a usage error."""
     if not spec:
         return None
     try:

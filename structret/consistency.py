@@ -25,7 +25,7 @@ from structret.contracts import Retriever
 from structret.errors import StructretError
 from structret.negatives import report_path_for as report_path
 from structret.records import CodeRecord, Dataset
-from structret.retrieval import DenseRetriever
+from structret.search.system import DenseRetriever
 
 
 @dataclass

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from structret import defaults
 from structret.contracts import Backbone
 from structret.errors import StructretError
-from structret.index_build import choose_index
+from structret.search.build import choose_index
 from structret.models import load_model
 from structret.records import CodeRecord, Dataset, ItemRecord
 from structret.registry import get_registry

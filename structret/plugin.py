@@ -41,6 +41,7 @@ from structret.hookspecs import hookimpl
 from structret.mining.rules import MinedFunction
 from structret.options import Count, LMWarmupOptions, Names, Options, resolve_options
 from structret.registry import get_registry
+from structret.search.system import make_retriever
 
 if TYPE_CHECKING:
     from structret.exporting.errors import ExportError
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from structret.indexing import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_k, check_metric,
                                     check_removal, normalize_rows, read_ids, read_index_meta, write_ids)
     from structret.evaluation import evaluate_retriever, make_protocol
-    from structret.retrieval import make_retriever
+    from structret.search.system import make_retriever
     from structret.suites.table import BenchTable
     from structret.parents import NO_PARENT, gold_attention, parent_attention_loss, spread_parents
 
@@ -88,11 +89,11 @@ def __getattr__(name: str) -> Any:
                 "OnnxEncoder": onnx_encoder.OnnxEncoder, "write_checked_onnx": onnx_graph.write_checked}[name]
     if name in _BENCH:
         # numpy, torch (scoring, retrievers): kept out of a plugin's options module (structret plugins, --help)
-        from structret import evaluation, retrieval
+        from structret import evaluation
         from structret.suites import table
         return {"BenchTable": table.BenchTable, "evaluate_retriever": evaluation.evaluate_retriever,
                 "make_protocol": evaluation.make_protocol,
-                "make_retriever": retrieval.make_retriever}[name]
+                "make_retriever": make_retriever}[name]
     raise AttributeError(f"module 'structret.plugin' has no attribute {name!r}")
 
 

@@ -117,7 +117,7 @@ class Recipe(BaseModel):
     log_every: int = Field(10, ge=1)
     """Steps between metrics lines."""
     fusion: str = ""
-    """How a lexical side fuses with the trained model (structret.fusion: "zscore:0.3", "rrf:0.5"), as
+    """How a lexical side fuses with the trained model (structret.search.fusion: "zscore:0.3", "rrf:0.5"), as
     chosen on validation for this recipe: what 'structret index SOURCE --model RUN' uses when no --fusion
     is given; "" = structret's default. It changes nothing in training."""
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -132,9 +132,9 @@ class Recipe(BaseModel):
     @classmethod
     def _fusion_spec(cls, value: str) -> str:
         method = value.partition(":")[0].strip()
-        if value and method not in ("zscore", "minmax", "rrf"):  # the full check (structret.fusion) needs numpy
+        if value and method not in ("zscore", "minmax", "rrf"):  # the full check (structret.search.fusion) needs numpy
             raise ValueError(f"fusion {value!r}: write METHOD:WEIGHT with METHOD zscore, minmax or rrf, "
-                             f"e.g. zscore:0.3 (structret.fusion)")
+                             f"e.g. zscore:0.3 (structret.search.fusion)")
         return value
 
     @model_validator(mode="after")

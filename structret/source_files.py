@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 from structret import defaults
 from structret.artifacts import verify_checksums
 from structret.errors import ArtifactError
-from structret.index_build import choose_index
+from structret.search.build import choose_index
 from structret.mining.sources import DEFAULT_EXCLUDE, source_files
 from structret.registry import get_registry
 

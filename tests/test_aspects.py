@@ -413,7 +413,7 @@ def test_text_format_is_what_training_and_retrieval_both_read(tmp_path, tiny_ber
     import shutil
 
     from structret.linearization import TextFormat
-    from structret.retrieval import make_retriever
+    from structret.search.system import make_retriever
     from structret.training import examples_from_dataset
 
     item = ItemRecord(id="p", title="desk lamp", content="a bright lamp", aspects={"brand": ["Acme"]})

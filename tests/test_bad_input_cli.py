@@ -248,7 +248,7 @@ def test_bench_table_names_its_settings_and_the_csn_pairs_it_scored(tmp_path):
 
 
 def test_dense_settings_name_model_length_pooling_and_dtype(tiny_bert_dir):
-    from structret.retrieval import DenseRetriever
+    from structret.search.system import DenseRetriever
     from structret_backbones.hf import HFEncoder
 
     text = DenseRetriever(HFEncoder(tiny_bert_dir, pooling="mean", max_length=64, dtype="fp32")).settings()

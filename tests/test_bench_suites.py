@@ -444,7 +444,7 @@ def test_a_hybrid_row_may_fuse_as_the_validation_split_chooses(tmp_path, cache, 
                                                                fresh_registry):
     from structret.errors import SuiteError
     from structret.evaluation import tune_fusion
-    from structret.retrieval import make_retriever
+    from structret.search.system import make_retriever
 
     csn = _three_splits(tmp_path, seed=2)
     text = (Path(__file__).parents[1] / "plugins/structret_papers/suites/code-hybrid.toml").read_text()

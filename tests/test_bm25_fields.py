@@ -112,7 +112,7 @@ def test_item_fields_read_title_content_and_each_aspect(tmp_path):
 
 def test_a_hybrid_gives_the_lexical_side_its_own_reading_of_items(fresh_registry):
     from structret.records import ItemRecord
-    from structret.retrieval import make_retriever
+    from structret.search.system import make_retriever
 
     hybrid = make_retriever("bm25-item-fields+minilm", show_progress=False)
     item = ItemRecord("a", title="vim", content="a text editor", aspects={"use": ["editing"]})

@@ -47,7 +47,7 @@ def test_the_catalog_recipes_are_what_the_suite_measured(step, shipped):
 
 
 def test_the_fine_tuning_recipe_carries_the_fusion_chosen_on_validation():
-    from structret.fusion import parse
+    from structret.search.fusion import parse
 
     fusion = resolve_recipe("minilm-catalog").fusion
     assert fusion and parse(fusion).spec == fusion

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _scripts import load_script
 
-from structret.fusion import grid, parse
+from structret.search.fusion import grid, parse
 from structret.recipes import resolve_recipe
 
 # what a shipped recipe says that the curves' runs do not: its name and words, and the fusion chosen on

@@ -115,7 +115,7 @@ def test_evaluate_gives_the_bench_numbers(fresh_registry):
 
 
 def test_evaluate_scores_a_dense_retriever_object_as_bench_scores_it(fresh_registry, tiny_bert_dir):
-    from structret.retrieval import DenseRetriever, make_retriever
+    from structret.search.system import DenseRetriever, make_retriever
 
     dataset = load_dataset(f"beir:{DATA / 'beir'}", split="test")
     retriever = make_retriever("hf-encoder", model=str(tiny_bert_dir), show_progress=False)

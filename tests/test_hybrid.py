@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
-from structret.fusion import Fusion, FusionError, fuse_lists, fuse_scores, parse, tune
+from structret.search.fusion import Fusion, FusionError, fuse_lists, fuse_scores, parse, tune
 
 # one query, four documents
 LEXICAL = np.array([[3.0, 0.0, 1.0, 0.0]])
@@ -145,7 +145,7 @@ def _code_rows(path, n=40, seed=0):
 
 def test_hybrid_names_resolve_and_bad_ones_explain(fresh_registry):
     from structret.errors import PluginError
-    from structret.retrieval import resolve_system
+    from structret.search.system import resolve_system
 
     assert resolve_system("bm25+minilm") == ("hybrid", ("bm25", "minilm"))
     with pytest.raises(PluginError, match="not a dense system"):
@@ -191,7 +191,7 @@ def test_bench_refuses_tuning_on_the_scored_split(tmp_path):
 def test_a_trained_run_fuses_by_its_recipe_in_bench_and_suites_unless_told(tmp_path, tiny_bert_dir, monkeypatch):
     import structret
     from structret.bench import run_bench
-    from structret.retrieval import make_retriever
+    from structret.search.system import make_retriever
     from structret.suites.runner import Runner
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
@@ -227,7 +227,7 @@ def hybrid_index(tmp_path_factory):
 
 
 def test_an_index_search_ranks_as_the_bench_scores(hybrid_index):
-    from structret.retrieval import make_retriever
+    from structret.search.system import make_retriever
 
     import structret
 

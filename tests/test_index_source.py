@@ -143,7 +143,7 @@ def test_the_lexical_side_reads_each_function_with_its_place_across_updates(proj
                                                                            monkeypatch):
     """bm25-project reads a function with its file and class, and the names of its callers: an edit of
     one file that adds a call reaches the callee's callers field though the callee's file is unchanged."""
-    from structret.search_index import LEXICAL_DIR, LEXICAL_READINGS, load_index
+    from structret.search.index import LEXICAL_DIR, LEXICAL_READINGS, load_index
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
@@ -202,7 +202,7 @@ def test_another_model_or_index_builds_anew_and_says_why(project, tmp_path, tiny
 
 
 def test_an_interrupted_rerun_leaves_the_previous_index_whole(project, tmp_path, tiny_bert_dir, monkeypatch):
-    from structret.search_index import SearchIndex
+    from structret.search.index import SearchIndex
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
@@ -266,7 +266,7 @@ def test_a_rerun_encodes_edited_functions_with_the_models_onnx_copy_without_torc
 
     from structret.api import sources
     from structret.models import open_model
-    from structret.search_index import load_index
+    from structret.search.index import load_index
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)

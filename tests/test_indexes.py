@@ -356,7 +356,7 @@ def test_auto_picks_flat_below_the_measured_size_and_the_measured_graph_from_the
     from structret import defaults
     from structret.api import build_index, check_names
     from structret.errors import StructretError
-    from structret.search_index import load_index as load_search_index
+    from structret.search.index import load_index as load_search_index
 
     vectors, queries = data
     ids = ids_for(len(vectors))

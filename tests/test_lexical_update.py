@@ -110,7 +110,7 @@ def test_a_field_without_words_gets_them_from_an_update_as_a_fit_would():
 
 
 def _lexical_scores(index_dir, queries):
-    from structret.search_index import load_index
+    from structret.search.index import load_index
 
     found = load_index(index_dir, texts=True)
     rows = found.lexical.score(queries)

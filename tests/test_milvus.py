@@ -385,7 +385,7 @@ _CODE = {"config": "def readConfigFile(path):\n    return parse_settings(open(pa
 
 
 def _hybrid(kind, fusion, seed=0, lexical="bm25"):
-    from structret.index_build import build_index
+    from structret.search.build import build_index
 
     return build_index(None, vectors(len(_CODE), seed=seed), ids=list(_CODE), texts=list(_CODE.values()), kind=kind,
                        lexical=lexical, fusion=fusion, show_progress=False)
@@ -393,7 +393,7 @@ def _hybrid(kind, fusion, seed=0, lexical="bm25"):
 
 @needs_milvus
 def test_milvus_holds_the_lexical_side_and_reads_identifier_parts(tmp_path, fresh_registry):
-    from structret.search_index import load_index as load_search_index
+    from structret.search.index import load_index as load_search_index
     from structret.stored_texts import TextStore
 
     index = _hybrid("milvus", "zscore:1")  # the lexical side alone decides
@@ -429,7 +429,7 @@ def test_milvus_hybrid_follows_the_dense_side_alone_exactly_and_answers_every_qu
 def test_an_update_of_a_milvus_hybrid_index_removes_and_adds_texts(tmp_path, fresh_registry, monkeypatch):
     import structret_indexes.milvus as milvus
     from structret.api import update_index
-    from structret.search_index import load_index as load_search_index
+    from structret.search.index import load_index as load_search_index
 
     index = _hybrid("milvus", "zscore:1", lexical="bm25-fields")
     index.save(tmp_path / "idx")

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
 from structret.cli import cli
-from structret.search_index import Hit
+from structret.search.index import Hit
 from structret.snippets import locate, mark_terms, query_terms, readable, snippet, words
 
 CODE = '''def load_settings(path):

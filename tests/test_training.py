@@ -574,7 +574,7 @@ def test_a_run_directory_is_a_system_and_a_model(tmp_path, tiny_bert_dir, fresh_
     import shutil
 
     from structret.models import trained_model
-    from structret.retrieval import DenseRetriever, make_retriever
+    from structret.search.system import DenseRetriever, make_retriever
 
     from structret.artifacts import write_checksums
 

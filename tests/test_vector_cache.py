@@ -10,7 +10,7 @@ import torch
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
 
 from structret.bench import run_bench
-from structret.retrieval import DenseRetriever, make_retriever
+from structret.search.system import DenseRetriever, make_retriever
 from test_bench import code_dataset  # noqa: E402  (the synthetic code-search set)
 from structret.vector_cache import VectorCache, cache_key
 
@@ -78,7 +78,7 @@ def test_a_backbones_fingerprint_follows_its_weights_and_settings(tiny_bert_dir)
 
 
 def test_a_second_bench_encodes_nothing_and_scores_the_same(tmp_path, tiny_bert_dir, monkeypatch):
-    from structret import retrieval
+    from structret.search import system as retrieval
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
     dataset = code_dataset(40)

@@ -33,13 +33,13 @@ if TYPE_CHECKING:
     from structret.exporting import export_run
     from structret.extraction import extract_file
     from structret.keyvalue import parse_options
-    from structret.index_build import build_index, index_embeddings
+    from structret.search.build import build_index, index_embeddings
     from structret.linearization import linearize_file
     from structret.models import Model, ModelChoice, check_from_scratch, load_model, new_model, open_model
     from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
     from structret.negatives import NegativeFilter, mine_negatives
     from structret.plugin_tables import parse_settings
-    from structret.search_index import Hit, SearchIndex, load_index, parse_fusion
+    from structret.search.index import Hit, SearchIndex, load_index, parse_fusion
     from structret.serving import serve
     from structret.snippets import mark_terms, query_terms, readable
 
@@ -65,8 +65,8 @@ _LAZY_MODULES = {
     "structret.mining": ("DEFAULT_EXCLUDE", "mine", "parse_splits"),
     "structret.negatives": ("NegativeFilter", "mine_negatives"),
     "structret.plugin_tables": ("parse_settings",),
-    "structret.index_build": ("build_index", "index_embeddings"),
-    "structret.search_index": ("Hit", "SearchIndex", "load_index", "parse_fusion"),
+    "structret.search.build": ("build_index", "index_embeddings"),
+    "structret.search.index": ("Hit", "SearchIndex", "load_index", "parse_fusion"),
     "structret.serving": ("serve",),
     "structret.snippets": ("mark_terms", "query_terms", "readable"),
 }

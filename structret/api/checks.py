@@ -7,10 +7,10 @@ from typing import Any, Sequence
 
 from structret import defaults
 from structret.datasets import parse_data_spec
-from structret.index_build import choose_index
+from structret.search.build import choose_index
 from structret.models import trained_model
 from structret.registry import get_registry
-from structret.retrieval import resolve_system
+from structret.search.system import resolve_system
 
 
 def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None = None, backbone: str | None = None,

@@ -10,7 +10,7 @@ from structret.artifacts import cache_dir
 from structret.datasets import dataset_split
 from structret.errors import PluginError
 from structret.records import Dataset
-from structret.retrieval import DenseRetriever, make_retriever
+from structret.search.system import DenseRetriever, make_retriever
 
 
 def filter_pairs(teacher: str, data: Dataset | str, out: str | os.PathLike, *, split: str = "train", k: int = 20,

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from structret.api.sources import refresh_source
 from structret.errors import StructretError
-from structret.search_index import Hit, SearchIndex, load_index
+from structret.search.index import Hit, SearchIndex, load_index
 from structret.snippets import readable
 
 INSTRUCTIONS = ("Search this project's code by what it does, in words ('parse the config file', 'retry a failed "

@@ -38,7 +38,7 @@ from structret.contracts import optional
 from structret.errors import DataError
 from structret.mining import mine
 from structret.registry import get_registry
-from structret.search_index import load_index
+from structret.search.index import load_index
 from structret.snippets import locate
 from structret.source_files import scan
 
@@ -218,7 +218,7 @@ class Candidates:
         ``coherence`` times the best score among the other hits of its file (semble's file coherence:
         a file that answers the query lends weight to its functions), and ``prior`` times its
         call-graph prior (``call_graph_prior``)."""
-        from structret.fusion import fuse_lists, parse  # numpy: kept out of import structret.api
+        from structret.search.fusion import fuse_lists, parse  # numpy: kept out of import structret.api
 
         fusion = parse(fusion)
         ranks: list[int | None] = []

@@ -13,7 +13,7 @@ from structret.models import Model, load_model
 from structret.errors import StructretError
 from structret.records import Dataset
 from structret.registry import get_registry
-from structret.retrieval import DenseRetriever, HybridRetriever
+from structret.search.system import DenseRetriever, HybridRetriever
 
 
 def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "test", limit: int | None = None,
@@ -41,9 +41,9 @@ def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "te
 def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid", lexical: str = defaults.LEXICAL,
                 limit: int | None = None, batch_size: int = 32, show_progress: bool = True,
                 measure: str | None = None) -> dict[str, Any]:
-    """Choose how ``lexical`` fuses with ``model`` (structret.fusion) on ``data``'s ``split`` --
+    """Choose how ``lexical`` fuses with ``model`` (structret.search.fusion) on ``data``'s ``split`` --
     validation data, never what you report -- by ``measure`` (default: the protocol's first,
-    ties broken by the next): every method x weight of ``structret.fusion.grid()``. Returns ``{"fusion": spec, "measure",
+    ties broken by the next): every method x weight of ``structret.search.fusion.grid()``. Returns ``{"fusion": spec, "measure",
     "scores": {spec: value}, "queries"}``; pass ``result["fusion"]`` to ``build_index(...,
     lexical=lexical, fusion=...)``."""
     # numpy: kept out of import structret.api

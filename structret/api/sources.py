@@ -43,8 +43,8 @@ from structret.errors import ArtifactError, DataError, StructretError
 from structret.mining import Job, mine, mine_file
 from structret.models import Model, ModelChoice, load_model
 from structret.registry import get_registry
-from structret.index_build import build_index, lexical_reader
-from structret.search_index import load_index
+from structret.search.build import build_index, lexical_reader
+from structret.search.index import load_index
 from structret.source_vectors import encode, make_twin, open_twin, vectors_key
 from structret.source_files import FORMAT, read_manifest, rel_of, same_request, scan, sha256, write_manifest
 

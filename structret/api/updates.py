@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from structret.artifacts import META_FILE, atomic_dir
 from structret.contracts import optional
-from structret.index_build import documents_of, lexical_reader
-from structret.search_index import SearchIndex, _TextsOrigin, load_index
+from structret.search.build import documents_of, lexical_reader
+from structret.search.index import SearchIndex, _TextsOrigin, load_index
 from structret.errors import StructretError
 
 

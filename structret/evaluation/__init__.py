@@ -30,10 +30,10 @@ from structret.evaluation.metrics import (
     rerank_run,
 )
 from structret.evaluation.protocols import EvaluationProtocol, own_text, query_text
-from structret.fusion import tune
+from structret.search.fusion import tune
 from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING, Dataset
 from structret.registry import get_registry
-from structret.retrieval import DenseRetriever, HybridRetriever, make_retriever
+from structret.search.system import DenseRetriever, HybridRetriever, make_retriever
 
 if TYPE_CHECKING:
     from structret.contracts import Retriever
@@ -107,7 +107,7 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
     """Score one system on ``dataset`` with the protocol its task names.
 
     ``system`` is a retriever (``fit(docs)`` and ``score(queries, doc_indices=None)``,
-    e.g. ``structret.retrieval.DenseRetriever`` or BM25) or a name ``structret bench
+    e.g. ``structret.search.system.DenseRetriever`` or BM25) or a name ``structret bench
     --system`` takes (a registered retriever, a backbone, a run directory), built with
     ``batch_size`` and ``show_progress``. ``limit`` keeps the first N queries (or pairs).
 
@@ -129,7 +129,7 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
 
 def tune_fusion(retriever: HybridRetriever, dataset: Dataset, *, limit: int | None = None, show_progress: bool = True,
                 candidates: Any = None, measure: str | None = None) -> dict[str, Any]:
-    """Choose a hybrid retriever's fusion (structret.fusion) on ``dataset`` -- a validation
+    """Choose a hybrid retriever's fusion (structret.search.fusion) on ``dataset`` -- a validation
     split, never the test split that is reported -- and set it on the retriever.
 
     Selection is by ``measure`` (default: the protocol's first column), ties broken by the

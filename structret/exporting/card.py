@@ -17,7 +17,7 @@ UNKNOWN_LICENCE = "unknown: check the base model's licence"
 
 def run_facts(model: Any, run: Path) -> dict[str, Any]:
     """Base model, recipe, objectives, data and what was measured, as recorded in ``run``."""
-    # a run directory or one of its checkpoints, as structret.retrieval.trained_model reads them;
+    # a run directory or one of its checkpoints, as structret.search.system.trained_model reads them;
     # open_run has verified its checksums already
     final = run / "final" if (run / "final" / META_FILE).is_file() else run
     meta = _json(final / META_FILE) or {}

@@ -19,7 +19,7 @@ from typing import Any
 
 from structret.errors import StructretError
 from structret.models import Model
-from structret.search_index import SearchIndex
+from structret.search.index import SearchIndex
 from structret.serving.page import render
 from structret.serving.searcher import open_searcher
 

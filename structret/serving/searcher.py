@@ -26,7 +26,7 @@ from structret.errors import PluginError, StructretError
 from structret.contracts import optional
 from structret.models import Model, load_model, open_model
 from structret.records import Entity, Layout, Span
-from structret.search_index import SearchIndex, load_index
+from structret.search.index import SearchIndex, load_index
 from structret.serving.entities import NONE, Marker, choose_marker, looks_like_python
 from structret.snippets import readable
 

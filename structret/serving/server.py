@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from structret.errors import StructretError
 from structret.models import Model
-from structret.search_index import SearchIndex
+from structret.search.index import SearchIndex
 from structret.serving.app import create_app, require_web_stack
 
 DEFAULT_HOST = "127.0.0.1"

@@ -55,7 +55,7 @@ class SuiteRow:
     variants: list[SuiteVariant] = field(default_factory=list)  # chosen on the validation split
     paper: dict[str, dict[str, str]] = field(default_factory=dict)  # dataset key -> column -> number as printed
     lexical: str = ""                # a lexical retriever fused with the row's model (bm25-fields+RUN)
-    fusion: str = ""                 # how (structret.fusion spec); "" = the default; "valid" = the one
+    fusion: str = ""                 # how (structret.search.fusion spec); "" = the default; "valid" = the one
                                      # scoring best on the dataset's validation split (its select_on measure)
 
 

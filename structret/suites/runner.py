@@ -18,7 +18,7 @@ from structret.datasets import load_dataset, parse_data_spec
 from structret.errors import SuiteError
 from structret.models import new_model
 from structret.registry import get_registry
-from structret.retrieval import hybrid_fusion, make_retriever, resolve_system
+from structret.search.system import hybrid_fusion, make_retriever, resolve_system
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 TUNED = "valid"  # a row's fusion chosen on the dataset's validation split
@@ -104,7 +104,7 @@ class Cell:
     system: str = ""                                          # a retriever/backbone/run dir given as is
     seed_offset: int = 0                                      # each trained recipe runs with its seed + this
     lexical: str = ""                                         # fused with the cell's model: LEXICAL+model
-    fusion: str = ""                                          # how they fuse (structret.fusion spec; "": default)
+    fusion: str = ""                                          # how they fuse (structret.search.fusion spec; "": default)
 
     @property
     def trained(self) -> bool:
@@ -188,7 +188,7 @@ class Runner:
                 raise SuiteError(f"fusion = \"{TUNED}\" chooses the fusion on a validation split, and "
                                  f"{data.label} has none; give the dataset a valid_split or the row a fusion.")
             if cell.fusion and cell.fusion != TUNED:
-                from structret.fusion import parse  # numpy: not by import structret.suites
+                from structret.search.fusion import parse  # numpy: not by import structret.suites
 
                 parse(cell.fusion)
         if cell.system:
@@ -286,7 +286,7 @@ class Runner:
         tuning = None
         if tuned:  # the fusion that scores best on the validation split, then this split scored with it
             from structret.evaluation import tune_fusion  # numpy: not by import structret.suites
-            from structret.fusion import parse  # numpy: not by import structret.suites
+            from structret.search.fusion import parse  # numpy: not by import structret.suites
 
             if (data.key, data.valid_split) not in self._eval_sets:
                 valid = load_dataset(data.spec, data.valid_split, **data.options)

@@ -146,23 +146,39 @@ def _top(scores: np.ndarray, depth: int) -> np.ndarray:
     return columns
 
 
-def fuse_scores(lexical: np.ndarray, dense: np.ndarray, fusion: Fusion) -> np.ndarray:
-    """Fused scores [nq, n] from both sides' scores of the same documents [nq, n]."""
-    lexical, dense = np.asarray(lexical, dtype=np.float64), np.asarray(dense, dtype=np.float64)
-    if lexical.shape != dense.shape or lexical.ndim != 2:
-        raise FusionError(f"the two sides scored different things: lexical {lexical.shape}, dense {dense.shape}.")
-    rows = np.arange(len(lexical))[:, None]
-    fused = np.zeros(lexical.shape)
-    listed = np.zeros(lexical.shape, dtype=bool)
-    for scores, share in ((dense, 1 - fusion.weight), (lexical, fusion.weight)):
-        columns = _top(scores, fusion.depth)
-        values, missing = _contributions(np.take_along_axis(scores, columns, axis=1), fusion)
-        side = np.broadcast_to(missing, scores.shape).copy()
+def _fuse(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np.ndarray], fusion: Fusion,
+          width: int) -> np.ndarray:
+    """The one place two rankings become one: each side's candidates as ``(columns, scores)``, both
+    [nq, d], columns in [0, width); fused scores [nq, width], -inf where neither side lists a column.
+    Full score rows (``fuse_scores``) and top-k lists (``fuse_lists``) differ only in how they
+    reach here: the rows' top ``depth`` columns, or the lists' documents numbered per query."""
+    nq = len(dense[0])
+    rows = np.arange(nq)[:, None]
+    fused = np.zeros((nq, width))
+    listed = np.zeros((nq, width), dtype=bool)
+    for (columns, scores), share in ((dense, 1 - fusion.weight), (lexical, fusion.weight)):
+        if columns.shape[1] == 0:  # a side that lists nothing adds nothing, to listed and unlisted alike
+            continue
+        values, missing = _contributions(scores, fusion)
+        side = np.broadcast_to(missing, (nq, width)).copy()
         side[rows, columns] = values
         fused += share * side
         listed[rows, columns] = True
     fused[~listed] = -np.inf
     return fused
+
+
+def fuse_scores(lexical: np.ndarray, dense: np.ndarray, fusion: Fusion) -> np.ndarray:
+    """Fused scores [nq, n] from both sides' scores of the same documents [nq, n]: each side's top
+    ``fusion.depth`` per query fused as a hybrid index's search fuses its lists (``_fuse``)."""
+    lexical, dense = np.asarray(lexical, dtype=np.float64), np.asarray(dense, dtype=np.float64)
+    if lexical.shape != dense.shape or lexical.ndim != 2:
+        raise FusionError(f"the two sides scored different things: lexical {lexical.shape}, dense {dense.shape}.")
+    sides = []
+    for scores in (dense, lexical):
+        columns = _top(scores, fusion.depth)
+        sides.append((columns, np.take_along_axis(scores, columns, axis=1)))
+    return _fuse(sides[0], sides[1], fusion, lexical.shape[1])
 
 
 D = TypeVar("D")  # a document as the sides list it: its position or its id
@@ -181,29 +197,22 @@ def fuse_lists(lexical: tuple[Sequence[D], Sequence[float]], dense: tuple[Sequen
                fusion: Fusion, k: int) -> list[FusedHit[D]]:
     """The top ``k`` of one query from each side's candidate list ``(docs, scores)``, best
     first (equal scores: the dense side's order, then the lexical side's) -- what a hybrid
-    index search returns; ``fuse_scores`` ranks full score rows the same way."""
-    fused: dict[D, float] = {}
-    sources: dict[D, list[str]] = {}
-    sides = (("dense", dense, 1 - fusion.weight), ("lexical", lexical, fusion.weight))
-    missing_values = {}
-    for name, (docs, side_scores), share in sides:
-        scores = np.asarray(side_scores, dtype=np.float64)
+    index search returns; the same arithmetic as ``fuse_scores`` (``_fuse``)."""
+    numbered: dict[D, int] = {}  # every listed document, dense side's order first: ties keep this order
+    sides = []
+    for name, (docs, side_scores) in (("dense", dense), ("lexical", lexical)):
+        scores = np.asarray(side_scores, dtype=np.float64).reshape(-1)
         if len(docs) != len(scores):
             raise FusionError(f"the {name} side returned {len(docs)} documents but {len(scores)} scores.")
-        if not len(docs):
-            missing_values[name] = 0.0
-            continue
-        values, missing = _contributions(scores[None, :], fusion)
-        missing_values[name] = share * float(missing[0, 0])
-        for doc, value in zip(docs, values[0]):
-            fused[doc] = fused.get(doc, 0.0) + share * float(value)
-            sources.setdefault(doc, []).append(name)
-    for doc, found in sources.items():
-        for name, *_ in sides:
-            if name not in found:
-                fused[doc] += missing_values[name]
-    ranked = sorted(fused, key=lambda doc: -fused[doc])  # stable: insertion order breaks ties
-    return [FusedHit(doc, fused[doc], tuple(sources[doc])) for doc in ranked[:k]]
+        columns = np.array([numbered.setdefault(doc, len(numbered)) for doc in docs], dtype=np.intp)
+        sides.append((columns[None, :], scores[None, :]))
+    fused = _fuse(sides[0], sides[1], fusion, len(numbered))[0]
+    docs = list(numbered)
+    listed_by = [set(columns[0].tolist()) for columns, _ in sides]
+    order = np.argsort(-fused, kind="stable")[:k]
+    return [FusedHit(docs[i], float(fused[i]),
+                     tuple(name for name, listed in zip(("dense", "lexical"), listed_by) if i in listed))
+            for i in order.tolist()]
 
 
 def grid() -> list[Fusion]:

@@ -62,22 +62,22 @@ class SearchIndex:
 
     @property
     def fusion(self):
-        """How a hybrid index fuses its two sides (structret.fusion.Fusion); None without a lexical side."""
-        from structret.fusion import parse  # numpy: kept out of import structret.api
+        """How a hybrid index fuses its two sides (structret.search.fusion.Fusion); None without a lexical side."""
+        from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
         lexical = self.meta.get("lexical")
         return parse(lexical.get("fusion")) if lexical else None
 
     def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, **options: Any) -> None:
         """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
-        vectors in every search (structret.fusion; ``fusion``: a spec, a Fusion or None for the
+        vectors in every search (structret.search.fusion; ``fusion``: a spec, a Fusion or None for the
         default). ``options`` go to the retriever.
 
         An index plugin that holds a BM25 of its own (``set_texts`` and ``search_lexical``, such as
         milvus) is given the retriever's fields of every document instead (``fields``: each field's
         terms and weight) and searches them; the retriever then only reads the queries (``terms``).
         Both sides' candidates are fused here, as with a lexical side of structret's own."""
-        from structret.fusion import parse  # numpy: kept out of import structret.api
+        from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
         if not self.texts:
             raise StructretError("a lexical side indexes the documents' texts, and this index keeps none; build it "
@@ -157,7 +157,7 @@ class SearchIndex:
 
     def set_fusion(self, fusion: Any) -> None:
         """Fuse the two sides by ``fusion`` from now on (saved with the index)."""
-        from structret.fusion import parse  # numpy: kept out of import structret.api
+        from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
         if self.lexical is None:
             raise StructretError("this index has no lexical side to fuse; add one with add_lexical('bm25').")
@@ -228,7 +228,7 @@ class SearchIndex:
             scores, ids = self.index.search(vectors, k)
             return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
                     for row_scores, row_ids in zip(scores, ids)]
-        from structret.fusion import fuse_lists  # numpy: kept out of import structret.api
+        from structret.search.fusion import fuse_lists  # numpy: kept out of import structret.api
 
         if texts is None or len(texts) != len(vectors):
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
@@ -393,8 +393,8 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
 
 
 def parse_fusion(spec: str) -> Any:
-    """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.fusion.Fusion``; FusionError (a
+    """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.search.fusion.Fusion``; FusionError (a
     StructretError) saying what is wrong. Functions taking ``fusion=`` accept the string too."""
-    from structret.fusion import parse  # numpy: kept out of import structret.api
+    from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
     return parse(spec)

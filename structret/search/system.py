@@ -1,5 +1,5 @@
 """Retrievers by name: a registered retriever (bm25), any backbone as a dense retriever, or
-both fused (``bm25+minilm``, ``bm25+runs/x``: structret.fusion)."""
+both fused (``bm25+minilm``, ``bm25+runs/x``: structret.search.fusion)."""
 
 from __future__ import annotations
 
@@ -116,11 +116,11 @@ class _TwoReadings(str):
 
 
 class HybridRetriever:
-    """A lexical retriever and a dense one fused per query (structret.fusion): both index the
+    """A lexical retriever and a dense one fused per query (structret.search.fusion): both index the
     same documents, read as the dense side reads them (a run's text format, if it has one)."""
 
     def __init__(self, lexical: Any, dense: DenseRetriever, fusion: Any = None, *, name: str = "hybrid"):
-        from structret.fusion import parse  # numpy: kept out of import structret.api
+        from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
         self.lexical, self.dense = lexical, dense
         self.fusion = parse(fusion)
@@ -177,7 +177,7 @@ class HybridRetriever:
         return lex, dense
 
     def score(self, queries: Sequence[str], doc_indices=None):
-        from structret.fusion import fuse_scores  # numpy: kept out of import structret.api
+        from structret.search.fusion import fuse_scores  # numpy: kept out of import structret.api
 
         lexical, dense = self._side_rows(queries, doc_indices)
         return fuse_scores(lexical, dense, self.fusion)
@@ -213,10 +213,10 @@ def resolve_system(name: str) -> tuple[str, Any]:
 
 
 def hybrid_fusion(dense: str, fusion: Any = None):
-    """The fusion a hybrid with dense side ``dense`` uses: ``fusion`` when given (structret.fusion.parse),
+    """The fusion a hybrid with dense side ``dense`` uses: ``fusion`` when given (structret.search.fusion.parse),
     else the one a trained run's recipe was shipped with (``Recipe.fusion``, as ``structret index``
     uses it), else the default."""
-    from structret.fusion import parse  # numpy: kept out of import structret.api
+    from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
     if fusion is None:
         trained = trained_model(dense)
@@ -227,7 +227,7 @@ def hybrid_fusion(dense: str, fusion: Any = None):
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
                    batch_size: int = 32, cache: str | os.PathLike | None = None, fusion: Any = None, **options: Any):
     """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever;
-    ``bm25+minilm`` → a HybridRetriever fusing them by ``fusion`` (structret.fusion.parse; None:
+    ``bm25+minilm`` → a HybridRetriever fusing them by ``fusion`` (structret.search.fusion.parse; None:
     a trained run's shipped fusion, else the default: ``hybrid_fusion``). ``cache``: a directory
     where a dense retriever keeps its vectors between runs; ``options`` go to the backbone (of a
     hybrid's dense side too)."""

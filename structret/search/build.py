@@ -13,7 +13,7 @@ from structret.errors import StructretError
 from structret.models import Model
 from structret.records import Dataset
 from structret.registry import get_registry
-from structret.search_index import SearchIndex
+from structret.search.index import SearchIndex
 
 
 def _model_meta(model: Model | None) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it; ``"auto"`` picks
     one by the number of documents (``choose_index``).
     ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
-    search by ``fusion`` (structret.fusion: ``"zscore:0.2"``, a Fusion, or None: the fusion the model's
+    search by ``fusion`` (structret.search.fusion: ``"zscore:0.2"``, a Fusion, or None: the fusion the model's
     recipe was shipped with, ``Recipe.fusion``, else the default).
     A lexical retriever that reads records its own way (``format_document``: bm25-fields reads a
     function with its file and class) reads a dataset's records so; with vectors, ``readings=``
