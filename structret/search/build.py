@@ -14,6 +14,7 @@ from structret.models import Model
 from structret.records import Dataset
 from structret.registry import get_registry
 from structret.search.index import SearchIndex
+from structret.search.system import decide_fusion
 
 
 def _model_meta(model: Model | None) -> dict[str, Any]:
@@ -72,9 +73,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
             raise StructretError(f"got {len(readings)} readings for {len(built.texts or ())} texts; give one per id.")
         built.readings = dict(zip(built.texts or {}, readings))
     if lexical is not None:
-        if fusion is None and model is not None:  # a trained run's recipe carries the fusion chosen on validation
-            fusion = model.recipe.get("fusion") or None
-        built.add_lexical(lexical, fusion)
+        built.add_lexical(lexical, decide_fusion(fusion, model.recipe if model is not None else None))
     elif fusion is not None:
         raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")
     return built

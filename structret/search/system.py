@@ -212,16 +212,23 @@ def resolve_system(name: str) -> tuple[str, Any]:
     )
 
 
-def hybrid_fusion(dense: str, fusion: Any = None):
-    """The fusion a hybrid with dense side ``dense`` uses: ``fusion`` when given (structret.search.fusion.parse),
-    else the one a trained run's recipe was shipped with (``Recipe.fusion``, as ``structret index``
-    uses it), else the default."""
+def decide_fusion(fusion: Any = None, recipe: Any = None):
+    """The one rule for which fusion a hybrid uses: ``fusion`` when given (a spec, a dict or a
+    Fusion: structret.search.fusion.parse), else the one ``recipe`` (a trained run's) was shipped
+    with (``Recipe.fusion``, chosen on validation), else the default. Scoring (make_retriever) and
+    index builds (build_index) both decide here."""
     from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
-    if fusion is None:
-        trained = trained_model(dense)
-        fusion = (trained.recipe.get("fusion") if trained is not None else None) or None
+    if fusion is None and recipe is not None:
+        fusion = recipe.get("fusion") or None
     return parse(fusion)
+
+
+def hybrid_fusion(dense: str, fusion: Any = None):
+    """The fusion a hybrid with dense side ``dense`` (a system name) uses: ``decide_fusion`` with
+    the recipe of the run ``dense`` names, if it names one."""
+    trained = trained_model(dense) if fusion is None else None
+    return decide_fusion(fusion, trained.recipe if trained is not None else None)
 
 
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,

@@ -18,7 +18,7 @@ from structret.datasets import load_dataset, parse_data_spec
 from structret.errors import SuiteError
 from structret.models import new_model
 from structret.registry import get_registry
-from structret.search.system import hybrid_fusion, make_retriever, resolve_system
+from structret.search.system import decide_fusion, hybrid_fusion, make_retriever, resolve_system
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 TUNED = "valid"  # a row's fusion chosen on the dataset's validation split
@@ -188,9 +188,7 @@ class Runner:
                 raise SuiteError(f"fusion = \"{TUNED}\" chooses the fusion on a validation split, and "
                                  f"{data.label} has none; give the dataset a valid_split or the row a fusion.")
             if cell.fusion and cell.fusion != TUNED:
-                from structret.search.fusion import parse  # numpy: not by import structret.suites
-
-                parse(cell.fusion)
+                decide_fusion(cell.fusion)  # a bad spec raises now, naming how to write one
         if cell.system:
             resolve_system(cell.system)
             return
@@ -286,14 +284,12 @@ class Runner:
         tuning = None
         if tuned:  # the fusion that scores best on the validation split, then this split scored with it
             from structret.evaluation import tune_fusion  # numpy: not by import structret.suites
-            from structret.search.fusion import parse  # numpy: not by import structret.suites
 
             if (data.key, data.valid_split) not in self._eval_sets:
                 valid = load_dataset(data.spec, data.valid_split, **data.options)
                 self._eval_sets[(data.key, data.valid_split)] = (valid, make_protocol(valid, self.limit))
             tuning = tune_fusion(retriever, self._eval_sets[(data.key, data.valid_split)][0], limit=self.limit,
                                  show_progress=self.show_progress, measure=data.select_on or None)
-            retriever.fusion = parse(tuning["fusion"])
             print(f"  {system}: {tuning['fusion']} scored best on {data.valid_split} ({tuning['measure']})",
                   file=sys.stderr)
         row = evaluate_retriever(protocol, retriever, system)
