@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
     from structret.negatives import NegativeFilter, mine_negatives
     from structret.plugin_tables import parse_settings
-    from structret.search.index import Hit, SearchIndex, load_index, parse_fusion
+    from structret.search.index import Hit, SearchIndex, load_index
+    from structret.search.system import parse_fusion
     from structret.serving import serve
     from structret.snippets import mark_terms, query_terms, readable
 
@@ -66,7 +67,8 @@ _LAZY_MODULES = {
     "structret.negatives": ("NegativeFilter", "mine_negatives"),
     "structret.plugin_tables": ("parse_settings",),
     "structret.search.build": ("build_index", "index_embeddings"),
-    "structret.search.index": ("Hit", "SearchIndex", "load_index", "parse_fusion"),
+    "structret.search.index": ("Hit", "SearchIndex", "load_index"),
+    "structret.search.system": ("parse_fusion",),
     "structret.serving": ("serve",),
     "structret.snippets": ("mark_terms", "query_terms", "readable"),
 }

@@ -304,9 +304,7 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
     split = optional("retriever", index.lexical, "split")
     texts = [q["query"] for q in queries]
     vectors = index.model.encode_query(texts)
-    deep = min(depth, len(index))
-    dense_scores, dense_ids = index.index.search(vectors, deep)
-    lexical_scores, positions = index.lexical.search(texts, min(depth, len(index.lexical_ids)))
+    lists = index.candidates(vectors, texts, depth)
     per_field = {}
     if fields:
         options = {k: v for k, v in (index.meta["lexical"].get("options") or {}).items() if k != "weights"}
@@ -316,7 +314,6 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
         probe.fit([readings.get(i, (index.texts or {}).get(i, "")) for i in index.lexical_ids])
         per_field = probe.field_scores(texts)
     return Candidates(prepared.name, [(q["path"], q["end"]) for q in queries],
-                      [([str(i) for i in ids], scores) for scores, ids in zip(dense_scores, dense_ids)],
-                      [([index.lexical_ids[p] for p in pos], scores) for scores, pos in zip(lexical_scores, positions)],
+                      [dense for _, dense in lists], [lexical for lexical, _ in lists],
                       where, built.functions, call_graph_prior(index.texts or {}, split) if split else {},
                       per_field, list(index.lexical_ids), depth)

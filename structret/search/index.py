@@ -234,9 +234,18 @@ class SearchIndex:
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
                                  "one per vector: search_vectors(vectors, k, texts=[...]).")
         fusion = self.fusion
-        depth = max(k, min(fusion.depth, len(self.index)))
-        dense_scores, dense_ids = self.index.search(vectors, depth)
-        width = max(k, min(fusion.depth, len(self.lexical_ids or ())))
+        return [[Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in fuse_lists(lexical, dense, fusion, k)]
+                for lexical, dense in self.candidates(vectors, texts, fusion.depth, k=k)]
+
+    def candidates(self, vectors: Any, texts: Sequence[str], depth: int, *, k: int = 1,
+                   ) -> list[tuple[tuple[list[str], Any], tuple[list[str], Any]]]:
+        """Each query's ``(lexical, dense)`` candidates, each ``(ids, scores)`` best first, ``depth`` (at least
+        ``k``) a side: the one route to both sides (a lexical side held by the index plugin too), for
+        search_vectors and for callers that fuse the same lists many ways (the whole-project benchmark)."""
+        if self.lexical is None:
+            raise StructretError("this index has no lexical side; add one with add_lexical('bm25').")
+        dense_scores, dense_ids = self.index.search(vectors, max(k, min(depth, len(self.index))))
+        width = max(k, min(depth, len(self.lexical_ids or ())))
         if self.lexical_in_index:  # the index's own BM25 fields, weighed as the retriever weighs them
             terms = [" ".join(t) for t in self.lexical.terms(list(texts), "query")]
             weights = self.meta["lexical"].get("field_weights") or {"text": 1.0}
@@ -246,11 +255,8 @@ class SearchIndex:
         else:
             scores, positions = self.lexical.search(list(texts), width)
             lexical = [([self.lexical_ids[p] for p in row], row_scores) for row_scores, row in zip(scores, positions)]
-        found = []
-        for d_scores, d_ids, lexical_side in zip(dense_scores, dense_ids, lexical):
-            fused = fuse_lists(lexical_side, ([str(i) for i in d_ids], d_scores), fusion, k)
-            found.append([Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in fused])
-        return found
+        return [(lexical_side, ([str(i) for i in d_ids], d_scores))
+                for lexical_side, d_scores, d_ids in zip(lexical, dense_scores, dense_ids)]
 
     def _with_zeros(self, ids: list[str], scores: Any, width: int) -> tuple[list[str], list[float]]:
         """An index's lexical top list as structret's BM25 gives it: what matched, then documents that match
@@ -391,10 +397,3 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     loaded.texts_note = why_not
     return loaded
 
-
-def parse_fusion(spec: str) -> Any:
-    """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.search.fusion.Fusion``; FusionError (a
-    StructretError) saying what is wrong. Functions taking ``fusion=`` accept the string too."""
-    from structret.search.fusion import parse  # numpy: kept out of import structret.api
-
-    return parse(spec)

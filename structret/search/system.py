@@ -254,3 +254,11 @@ def make_retriever(name: str, *, model: str | None = None, show_progress: bool =
     dense = open_model(name, model, options) if kind == "backbone" else open_model(None, found, options)
     return DenseRetriever(dense.backbone, batch_size=batch_size, show_progress=show_progress,
                           text_format=dense.text_format, cache=cache)
+
+
+def parse_fusion(spec: str) -> Any:
+    """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.search.fusion.Fusion``; FusionError (a
+    StructretError) saying what is wrong. Functions taking ``fusion=`` accept the string too."""
+    from structret.search.fusion import parse  # numpy: kept out of import structret.api
+
+    return parse(spec)
