@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from structret import defaults
-from structret.search import system as retrieval
+from structret.search import system as search_system  # a module: tests replace its make_retriever
 from structret.artifacts import cache_dir
 from structret.contracts import optional
 from structret.datasets import load_dataset
@@ -105,11 +105,11 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
-        hybrid = retrieval.resolve_system(system)[0] == "hybrid"
+        hybrid = search_system.resolve_system(system)[0] == "hybrid"
         # the fusion given is a hybrid's; make_retriever decides the rest (a run's shipped fusion, or the default)
-        retriever = retrieval.make_retriever(system, batch_size=batch_size, show_progress=show_progress,
-                                             cache=cache_dir() if vector_cache else None,
-                                             fusion=fusion if hybrid else None)
+        retriever = search_system.make_retriever(system, batch_size=batch_size, show_progress=show_progress,
+                                                 cache=cache_dir() if vector_cache else None,
+                                                 fusion=fusion if hybrid else None)
         tuning = None
         if isinstance(retriever, HybridRetriever):
             if tune is not None:

@@ -41,7 +41,6 @@ from structret.hookspecs import hookimpl
 from structret.mining.rules import MinedFunction
 from structret.options import Count, LMWarmupOptions, Names, Options, resolve_options
 from structret.registry import get_registry
-from structret.search.system import make_retriever
 
 if TYPE_CHECKING:
     from structret.exporting.errors import ExportError
@@ -90,6 +89,7 @@ def __getattr__(name: str) -> Any:
     if name in _BENCH:
         # numpy, torch (scoring, retrievers): kept out of a plugin's options module (structret plugins, --help)
         from structret import evaluation
+        from structret.search.system import make_retriever
         from structret.suites import table
         return {"BenchTable": table.BenchTable, "evaluate_retriever": evaluation.evaluate_retriever,
                 "make_protocol": evaluation.make_protocol,
