@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from structret import defaults
-from structret.search import system as search_system  # a module: tests replace its make_retriever
 from structret.artifacts import cache_dir
 from structret.contracts import optional
 from structret.datasets import load_dataset
 from structret.evaluation import evaluate_retriever, make_protocol, tune_fusion
 from structret.mining import mine
 from structret.records import Dataset
-from structret.search.system import DenseRetriever, HybridRetriever
+from structret.search.system import DenseRetriever, HybridRetriever, resolve_system
 
 
 def stdlib_path() -> Path:
@@ -105,15 +104,17 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
     result = BenchResult(dataset.name, protocol.name, protocol.columns, sizes=protocol.sizes)
     for system in systems:
         # build every retriever before timing: model loading is not retrieval
-        hybrid = search_system.resolve_system(system)[0] == "hybrid"
-        # the fusion given is a hybrid's; make_retriever decides the rest (a run's shipped fusion, or the default)
-        retriever = search_system.make_retriever(system, batch_size=batch_size, show_progress=show_progress,
-                                                 cache=cache_dir() if vector_cache else None,
-                                                 fusion=fusion if hybrid else None)
+        resolved = resolve_system(system)
+        # the fusion given is a hybrid's; the system decided the rest (a run's shipped fusion, or the default)
+        if resolved.hybrid and fusion is not None:
+            resolved = resolved.with_fusion(fusion)
+        retriever = resolved.retriever(batch_size=batch_size, show_progress=show_progress,
+                                       cache=cache_dir() if vector_cache else None)
         tuning = None
         if isinstance(retriever, HybridRetriever):
             if tune is not None:
-                tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress, measure=tune_measure)
+                retriever, tuning = tune_fusion(retriever, tune, limit=limit, show_progress=show_progress,
+                                                measure=tune_measure)
                 tuning["split"] = tune.name
                 print(f"{system}: {tuning['fusion']} scored best on {tune.name} ({tuning['measure']} "
                       f"{100 * tuning['scores'][tuning['fusion']]:.2f})", file=sys.stderr)

@@ -459,7 +459,7 @@ def test_a_hybrid_row_may_fuse_as_the_validation_split_chooses(tmp_path, cache, 
     from structret.datasets import load_dataset
 
     expected = tune_fusion(make_retriever(hybrid, model=str(tiny_bert_dir), show_progress=False),
-                           load_dataset(csn, "valid"))["fusion"]
+                           load_dataset(csn, "valid"))[1]["fusion"]
     assert {json.loads(p.read_text())["row"]["fusion"] for p in key} == {expected}
     no_valid = tmp_path / "no-valid.toml"
     no_valid.write_text(tuned.read_text().replace('valid_split = "valid"\n', ""))

@@ -201,13 +201,13 @@ def test_an_index_of_items_gives_its_lexical_side_their_aspects_and_keeps_them_a
     assert json.loads(index.readings["gimp"])["aspects"] == {"section": "graphics"}
     index.save(tmp_path / "idx")
     loaded = structret.load_index(tmp_path / "idx")
-    assert loaded.lexical.score(["graphics"])[0].argmax() == loaded.lexical_ids.index("gimp")  # an aspect's word
+    assert loaded.lexical.retriever.score(["graphics"])[0].argmax() == loaded.lexical_ids.index("gimp")  # an aspect's word
     new = ItemRecord("krita", title="krita", content="a painting program", aspects={"section": ["graphics"]})
     vectors = model.backbone.encode([new.text()], kind="document", show_progress=False)
     apply_update(loaded, tmp_path / "idx", ["krita"], vectors, [new.text()], ["vim"], "test",
-                 readings=[loaded.lexical.format_document(new)])
+                 readings=[loaded.lexical.retriever.format_document(new)])
     updated = structret.load_index(tmp_path / "idx")
-    scores = dict(zip(updated.lexical_ids, updated.lexical.score(["graphics"])[0]))
+    scores = dict(zip(updated.lexical_ids, updated.lexical.retriever.score(["graphics"])[0]))
     assert set(scores) == {"gimp", "krita"} and scores["gimp"] > 0 and scores["krita"] > 0
     from structret.errors import StructretError
 
@@ -218,7 +218,7 @@ def test_an_index_of_items_gives_its_lexical_side_their_aspects_and_keeps_them_a
         structret.build_index(model, vectors, ids=["a", "b"], texts=["a", "b"], lexical="bm25", readings=["x", "y"])
     updated.add_lexical("bm25")  # another retriever: the item readings are not its documents
     assert updated.readings is None
-    assert updated.lexical.score(["graphics"])[0].max() == 0  # the texts hold no aspect
+    assert updated.lexical.retriever.score(["graphics"])[0].max() == 0  # the texts hold no aspect
 
 
 def test_an_update_from_a_dataset_gives_the_added_functions_their_place(tmp_path, fresh_registry):
@@ -241,7 +241,7 @@ def test_an_update_from_a_dataset_gives_the_added_functions_their_place(tmp_path
                             "url": "new1", "partition": "test"}) + "\n")
     structret.update_index(tmp_path / "idx", add=f"codesearchnet:{more}", split="test", show_progress=False)
     updated = structret.load_index(tmp_path / "idx")
-    scores = dict(zip(updated.lexical_ids, updated.lexical.score(["quebec tools"])[0]))
+    scores = dict(zip(updated.lexical_ids, updated.lexical.retriever.score(["quebec tools"])[0]))
     assert scores["new1"] > 0 and sum(v > 0 for v in scores.values()) == 1  # by its path and class alone
     assert json.loads(updated.load_readings()["new1"])["path"] == "vendored/quebec_tools.py"
 

@@ -147,7 +147,15 @@ def test_hybrid_names_resolve_and_bad_ones_explain(fresh_registry):
     from structret.errors import PluginError
     from structret.search.system import resolve_system
 
-    assert resolve_system("bm25+minilm") == ("hybrid", ("bm25", "minilm"))
+    from structret.search.fusion import Fusion
+
+    hybrid = resolve_system("bm25+minilm")
+    assert (hybrid.kind, hybrid.lexical, hybrid.dense.kind, hybrid.dense.name) == ("hybrid", "bm25", "backbone", "minilm")
+    assert hybrid.fusion == Fusion() and resolve_system("bm25+minilm", "rrf:0.5").fusion == Fusion("rrf", 0.5)
+    assert hybrid.with_fusion("minmax:0.2").fusion == Fusion("minmax", 0.2) and hybrid.fusion == Fusion()
+    assert resolve_system("bm25").kind == "retriever" and resolve_system("minilm").fusion is None
+    with pytest.raises(PluginError, match="for a hybrid system"):
+        resolve_system("minilm", "zscore:0.3")
     with pytest.raises(PluginError, match="not a dense system"):
         resolve_system("bm25+bm25")
     with pytest.raises(PluginError, match="LEXICAL\\+DENSE"):
@@ -226,20 +234,35 @@ def hybrid_index(tmp_path_factory):
     return SimpleNamespace(tmp=tmp, data=data, model=model, built=built, path=tmp / "idx")
 
 
-def test_an_index_search_ranks_as_the_bench_scores(hybrid_index):
-    from structret.search.system import make_retriever
+def test_bench_rows_and_index_lists_fuse_through_one_path(hybrid_index, monkeypatch):
+    """A system scoring a dataset (full rows: bench, tuning, suites) and a saved index searched (top lists:
+    search, serve, mcp, the whole-project benchmark) fuse in the one kernel, with the same result."""
+    from structret.search import fusion as fusion_module
+    from structret.search.system import resolve_system
 
     import structret
 
+    calls = []
+    kernel = fusion_module._fuse
+
+    def spy(dense, lexical, fusion, width):
+        calls.append(fusion)
+        return kernel(dense, lexical, fusion, width)
+
+    monkeypatch.setattr(fusion_module, "_fuse", spy)
     loaded = structret.load_index(hybrid_index.path)
     assert loaded.fusion == Fusion("zscore", 0.3) and loaded.meta["lexical"]["retriever"] == "bm25"
     texts = list(loaded.texts.values())
     ids = list(loaded.texts)
-    retriever = make_retriever("bm25+minilm", fusion="zscore:0.3", show_progress=False)
+    system = resolve_system("bm25+minilm", "zscore:0.3")
+    retriever = system.retriever(show_progress=False)
     retriever.fit(texts)
     queries = ["alpha then bravo number 3", "kilo lima", "return the value plus forty"]
     rows = retriever.score(queries)
-    for query, row, hits in zip(queries, rows, loaded.search(queries, k=5)):
+    assert calls == [system.fusion]
+    searched = loaded.search(queries, k=5)
+    assert calls == [system.fusion] * (1 + len(queries))  # one call per query's lists
+    for row, hits in zip(rows, searched):
         assert [h.id for h in hits] == [ids[j] for j in np.lexsort((np.arange(len(row)), -row))[:5]]
         assert [h.score for h in hits] == pytest.approx(sorted(row, reverse=True)[:5], abs=1e-4)
         assert all(h.sources for h in hits)

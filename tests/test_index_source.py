@@ -152,7 +152,7 @@ def test_the_lexical_side_reads_each_function_with_its_place_across_updates(proj
 
     def lexical_scores(query):
         found = load_index(idx)
-        return dict(zip(found.lexical_ids, found.lexical.score([query])[0])), found
+        return dict(zip(found.lexical_ids, found.lexical.retriever.score([query])[0])), found
 
     scores, found = lexical_scores("web util")  # util.js's path: only its function has it
     debounce = next(i for i in found.lexical_ids if "util.js" in i)

@@ -113,7 +113,7 @@ def _lexical_scores(index_dir, queries):
     from structret.search.index import load_index
 
     found = load_index(index_dir, texts=True)
-    rows = found.lexical.score(queries)
+    rows = found.lexical.retriever.score(queries)
     return {doc: tuple(rows[:, n]) for n, doc in enumerate(found.lexical_ids)}
 
 

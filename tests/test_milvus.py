@@ -394,10 +394,11 @@ def _hybrid(kind, fusion, seed=0, lexical="bm25"):
 @needs_milvus
 def test_milvus_holds_the_lexical_side_and_reads_identifier_parts(tmp_path, fresh_registry):
     from structret.search.index import load_index as load_search_index
+    from structret.search.lexical import IndexHeldSide
     from structret.stored_texts import TextStore
 
     index = _hybrid("milvus", "zscore:1")  # the lexical side alone decides
-    assert index.lexical_in_index and index.lexical._model is None  # no BM25 fitted in structret
+    assert isinstance(index.lexical, IndexHeldSide) and index.lexical.retriever._model is None  # no BM25 fitted
     queries = ["read the config file", "send an email message", "iso date"]
     # Milvus's standard analyzer alone keeps readConfigFile whole: the parts come from structret's terms
     found = index.search_vectors(vectors(3, seed=9), 1, texts=queries)
@@ -405,7 +406,7 @@ def test_milvus_holds_the_lexical_side_and_reads_identifier_parts(tmp_path, fres
     index.save(tmp_path / "idx")
     index.index.close()
     loaded = load_search_index(tmp_path / "idx")
-    assert loaded.lexical_in_index and isinstance(loaded.texts, TextStore)
+    assert isinstance(loaded.lexical, IndexHeldSide) and isinstance(loaded.texts, TextStore)
     assert not (tmp_path / "idx" / "lexical" / "bm25.json").exists()  # nothing of structret's BM25 saved
     again = loaded.search_vectors(vectors(3, seed=9), 1, texts=queries)
     assert [hits[0].id for hits in again] == ["config", "mail", "dates"]
@@ -577,9 +578,9 @@ def test_milvus_weighs_each_field_as_bm25_fields_does_and_fuses_as_structret_doe
     got = milvus.search_vectors(queries, 4, texts=texts)
     assert [[h.id for h in row] for row in got] == [[h.id for h in row] for row in want]
     assert all(h.sources for row in got for h in row)
-    lexical_terms = [" ".join(t) for t in milvus.lexical.terms(texts, "query")]
+    lexical_terms = [" ".join(t) for t in milvus.lexical.retriever.terms(texts, "query")]
     scores, ids = milvus.index.search_lexical(lexical_terms, 4, milvus.meta["lexical"]["field_weights"])
-    flat_scores = flat.lexical.score(texts)
+    flat_scores = flat.lexical.retriever.score(texts)
     for row_scores, row_ids, expected in zip(scores, ids, flat_scores):
         by_id = dict(zip(flat.lexical_ids, expected))
         # Milvus's BM25 is Lucene's over the same terms, its term weight times (k1 + 1), which bm25s' lucene leaves

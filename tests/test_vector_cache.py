@@ -78,17 +78,18 @@ def test_a_backbones_fingerprint_follows_its_weights_and_settings(tiny_bert_dir)
 
 
 def test_a_second_bench_encodes_nothing_and_scores_the_same(tmp_path, tiny_bert_dir, monkeypatch):
-    from structret.search import system as search_system
+    from structret.search.system import System
 
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path))
     dataset = code_dataset(40)
     made = []
+    build = System.retriever
 
-    def make(name, **kwargs):  # the hf-encoder system, on the tiny model
-        made.append(make_retriever(name, model=str(tiny_bert_dir), **kwargs))
+    def make(system, **kwargs):  # the hf-encoder system, on the tiny model
+        made.append(build(system, model=str(tiny_bert_dir), **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(search_system, "make_retriever", make)
+    monkeypatch.setattr(System, "retriever", make)
     first = run_bench(dataset, ["hf-encoder"], show_progress=False).rows["hf-encoder"]
     assert made[-1].caches["document"].encoded == 40 and made[-1].caches["query"].encoded == 40
     second = run_bench(dataset, ["hf-encoder"], show_progress=False).rows["hf-encoder"]

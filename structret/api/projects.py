@@ -38,7 +38,7 @@ from structret.contracts import optional
 from structret.errors import DataError
 from structret.mining import mine
 from structret.registry import get_registry
-from structret.search.index import load_index
+from structret.search.index import fuse_candidates, load_index
 from structret.snippets import locate
 from structret.source_files import scan
 
@@ -218,13 +218,10 @@ class Candidates:
         ``coherence`` times the best score among the other hits of its file (semble's file coherence:
         a file that answers the query lends weight to its functions), and ``prior`` times its
         call-graph prior (``call_graph_prior``)."""
-        from structret.search.fusion import fuse_lists, parse  # numpy: kept out of import structret.api
-
-        fusion = parse(fusion)
         ranks: list[int | None] = []
         lexical_lists = self.lexical if weights is None else self.weighted(weights)
-        for answer, dense, lexical in zip(self.answers, self.dense, lexical_lists):
-            hits = fuse_lists(lexical, dense, fusion, RERANK_DEPTH if coherence or prior else CUTOFF)
+        fused = fuse_candidates(zip(lexical_lists, self.dense), fusion, RERANK_DEPTH if coherence or prior else CUTOFF)
+        for answer, hits in zip(self.answers, fused):
             order = [h.doc for h in hits]
             if coherence or prior:
                 order = self._rerank(order, [h.score for h in hits], coherence, prior)
@@ -301,7 +298,7 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
         raise DataError("scoring fusions needs an index with a lexical side; pass lexical=")
     where = {doc_id: (place[0], place[2]) for doc_id in index.lexical_ids
              if (place := _place(doc_id, copy)) is not None}
-    split = optional("retriever", index.lexical, "split")
+    split = optional("retriever", index.lexical.retriever, "split")
     texts = [q["query"] for q in queries]
     vectors = index.model.encode_query(texts)
     lists = index.candidates(vectors, texts, depth)

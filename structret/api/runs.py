@@ -53,7 +53,7 @@ def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid
     dense = DenseRetriever(model.backbone, batch_size=batch_size, show_progress=show_progress,
                            text_format=model.text_format)
     hybrid = HybridRetriever(get_registry().create("retriever", lexical), dense)
-    result = tune(hybrid, dataset, limit=limit, show_progress=show_progress, measure=measure)
+    _, result = tune(hybrid, dataset, limit=limit, show_progress=show_progress, measure=measure)
     result["split"] = split
     return result
 

@@ -30,7 +30,6 @@ from structret.evaluation.metrics import (
     rerank_run,
 )
 from structret.evaluation.protocols import EvaluationProtocol, own_text, query_text
-from structret.search.fusion import tune
 from structret.records import CODE_SEARCH, GRADED_RERANK, QRELS_RANKING, Dataset
 from structret.registry import get_registry
 from structret.search.system import DenseRetriever, HybridRetriever, make_retriever
@@ -128,15 +127,16 @@ def evaluate(system: Retriever | str, dataset: Dataset, *, limit: int | None = N
 
 
 def tune_fusion(retriever: HybridRetriever, dataset: Dataset, *, limit: int | None = None, show_progress: bool = True,
-                candidates: Any = None, measure: str | None = None) -> dict[str, Any]:
+                candidates: Any = None, measure: str | None = None) -> tuple[HybridRetriever, dict[str, Any]]:
     """Choose a hybrid retriever's fusion (structret.search.fusion) on ``dataset`` -- a validation
-    split, never the test split that is reported -- and set it on the retriever.
+    split, never the test split that is reported: the retriever under the chosen fusion (a new one,
+    ``HybridRetriever.tune``; the one given keeps its own) and what the choice was made on.
 
     Selection is by ``measure`` (default: the protocol's first column), ties broken by the
     columns after it (a recall saturated at 100 then leaves the choice to nDCG). The
     retriever is fitted on ``dataset``'s documents and each side scores every query once;
-    each candidate fusion then re-ranks those scores. Returns ``{"fusion": spec, "measure":
-    column, "scores": {spec: value}, "queries": n}``; fit the retriever on the test documents
+    each candidate fusion then re-ranks those scores. The report is ``{"fusion": spec, "measure":
+    column, "scores": {spec: value}, "queries": n}``; fit the tuned retriever on the test documents
     afterwards, as ``structret bench --tune`` does.
     """
     protocol = make_protocol(dataset, limit)
@@ -145,17 +145,16 @@ def tune_fusion(retriever: HybridRetriever, dataset: Dataset, *, limit: int | No
         raise EvaluationError(f"cannot tune on {measure!r}: the '{protocol.name}' protocol measures "
                               f"{', '.join(columns)}.")
     order = columns[columns.index(measure or columns[0]):] + columns[:columns.index(measure or columns[0])]
+
+    def score(candidate: HybridRetriever) -> tuple[float, ...]:
+        row = protocol.evaluate(candidate)
+        return tuple(math.nan if row[c] is None else float(row[c]) for c in order)
+
     retriever.remember_rows(True)
     try:
         evaluate_retriever(protocol, retriever, "tuning", announce=show_progress)
-
-        def score(fusion) -> tuple[float, ...]:
-            retriever.fusion = fusion
-            row = protocol.evaluate(retriever)
-            return tuple(math.nan if row[c] is None else float(row[c]) for c in order)
-
-        best, scores = tune(score, candidates)
+        tuned, scores = retriever.tune(score, candidates)
     finally:
         retriever.remember_rows(False)
-    retriever.fusion = best
-    return {"fusion": best.spec, "measure": order[0], "scores": scores, "queries": protocol.sizes.get("queries")}
+    return tuned, {"fusion": tuned.fusion.spec, "measure": order[0], "scores": scores,
+                   "queries": protocol.sizes.get("queries")}

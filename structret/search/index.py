@@ -17,6 +17,8 @@ from structret.contracts import Index, optional
 from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
 from structret.registry import get_registry
+from structret.search.lexical import LexicalSide, load_side, new_side
+from structret.search.system import decide_fusion
 
 if TYPE_CHECKING:  # numpy comes with it: imported where an index is loaded
     from structret.indexing import SavedFiles
@@ -49,10 +51,9 @@ class SearchIndex:
         self._verify = verify  # for a model loaded from the meta
         self.path = path  # where it was loaded from, for messages
         self.texts_note: str | None = None  # why no texts were loaded, a sentence for a warning
-        # the lexical side of a hybrid index: a fitted retriever with search/save/load, the ids of
-        # its documents by position, and how the two sides fuse (meta["lexical"] records both)
-        self.lexical: Any = None
-        self.lexical_ids: list[str] = []
+        # the lexical side of a hybrid index (structret.search.lexical: its retriever and the ids of its
+        # documents by position); meta["lexical"] records it and how the two sides fuse
+        self.lexical: LexicalSide | None = None
         # id -> the lexical side's own reading of a document (its format_document: a function with its
         # file and class), where it reads records its own way; None: it reads the texts. Needed only to
         # fit the lexical side (a build, an update), so a loaded index reads them on first need.
@@ -63,10 +64,8 @@ class SearchIndex:
     @property
     def fusion(self):
         """How a hybrid index fuses its two sides (structret.search.fusion.Fusion); None without a lexical side."""
-        from structret.search.fusion import parse  # numpy: kept out of import structret.api
-
         lexical = self.meta.get("lexical")
-        return parse(lexical.get("fusion")) if lexical else None
+        return decide_fusion(lexical.get("fusion")) if lexical else None
 
     def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, **options: Any) -> None:
         """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
@@ -77,67 +76,42 @@ class SearchIndex:
         milvus) is given the retriever's fields of every document instead (``fields``: each field's
         terms and weight) and searches them; the retriever then only reads the queries (``terms``).
         Both sides' candidates are fused here, as with a lexical side of structret's own."""
-        from structret.search.fusion import parse  # numpy: kept out of import structret.api
-
         if not self.texts:
             raise StructretError("a lexical side indexes the documents' texts, and this index keeps none; build it "
                                  "from a dataset, or with texts=.")
-        retriever = get_registry().create("retriever", name, **options)
-        in_index = _holds_lexical(self.index)
-        if in_index and not all(callable(optional("retriever", retriever, m)) for m in ("terms", "fields")):
-            raise StructretError(f"this {self.kind} index holds its lexical side itself and needs the retriever's "
-                                 f"terms and fields (terms(texts, kind), fields(texts)); '{name}' has not both. Use "
-                                 f"bm25, bm25-fields or bm25-project, or another kind of index.")
-        if not in_index and not all(callable(optional("retriever", retriever, member))
-                                    for member in ("search", "save", "load")):
-            raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
-                                 f"k), save(directory) and load(directory) (structret/contracts.py).")
+        side = new_side(self.index, name, options, self.kind)
         readings = self.load_readings() or {}  # matched to the saved lexical_ids first: they are about to change
         if self.meta.get("lexical") and self.meta["lexical"].get("retriever") != name:
             readings = {}  # another retriever's reading of a record is not this one's
-        if readings and optional("retriever", retriever, "format_document") is None:
+        if readings and optional("retriever", side.retriever, "format_document") is None:
             readings = {}  # a retriever that reads texts: the readings of another's would be read as text
         self.readings = readings or None
         pairs = list(self.texts.items())  # one pass: a loaded index's texts are read from disk
-        self.lexical_ids = [i for i, _ in pairs]
         # a document added without a record (from vectors and texts) reads as its text
-        documents = [readings.get(i, text) for i, text in pairs]
-        if in_index:
-            # every text again, not only an update's: a function's callers field changes with other functions
-            fields = retriever.fields(documents)
-            set_texts = optional("index", self.index, "set_texts")
-            set_texts(self.lexical_ids, {field: [" ".join(t) for t in terms] for field, (_, terms) in fields.items()})
-            weights = {field: weight for field, (weight, _) in fields.items()}
-        else:
-            retriever.fit(documents)
-        self.lexical = retriever
-        self.meta["lexical"] = {"retriever": name, "options": options, "fusion": parse(fusion).as_dict()}
-        if in_index:
-            self.meta["lexical"]["in_index"] = True
-            self.meta["lexical"]["field_weights"] = weights
+        side.fit([i for i, _ in pairs], [readings.get(i, text) for i, text in pairs])
+        self.lexical = side
+        self.meta["lexical"] = {"retriever": name, "options": options, "fusion": decide_fusion(fusion).as_dict(),
+                                **side.meta()}
 
     def update_lexical(self, added: Iterable[str]) -> bool:
         """Bring the lexical side up to date with the kept texts after an update that ``added`` these ids (and
         removed others), reading only the added documents, where the retriever can (``update``); False where
         it cannot: refit it then (``add_lexical``). The order of documents is add_lexical's: the texts'."""
-        update = optional("retriever", self.lexical, "update") if self.lexical is not None else None
-        if update is None or self.lexical_in_index or self.lexical_ids is None or not self.texts:
+        if self.lexical is None or not self.texts:
             return False
         added = set(added)
-        position = {i: p for p, i in enumerate(self.lexical_ids)}
+        position = {i: p for p, i in enumerate(self.lexical.ids)}
         readings = self.readings or {}
         order = list(self.texts)
         if any(i not in position and i not in added for i in order):
             return False  # a document neither kept nor added: not an update of this side
-        if not update([position[i] if i not in added else readings.get(i, self.texts[i]) for i in order]):
-            return False
-        self.lexical_ids = order
-        return True
+        return self.lexical.update(order, [position[i] if i not in added else readings.get(i, self.texts[i])
+                                           for i in order])
 
     @property
-    def lexical_in_index(self) -> bool:
-        """Whether the index plugin holds the lexical side itself (add_lexical)."""
-        return bool((self.meta.get("lexical") or {}).get("in_index"))
+    def lexical_ids(self) -> list[str]:
+        """The lexical side's documents by position ([] without one)."""
+        return self.lexical.ids if self.lexical is not None else []
 
     def load_readings(self) -> dict[str, str] | None:
         """The lexical side's readings of the documents (``readings``), read from the saved index on first need."""
@@ -157,11 +131,9 @@ class SearchIndex:
 
     def set_fusion(self, fusion: Any) -> None:
         """Fuse the two sides by ``fusion`` from now on (saved with the index)."""
-        from structret.search.fusion import parse  # numpy: kept out of import structret.api
-
         if self.lexical is None:
             raise StructretError("this index has no lexical side to fuse; add one with add_lexical('bm25').")
-        self.meta["lexical"]["fusion"] = parse(fusion).as_dict()
+        self.meta["lexical"]["fusion"] = decide_fusion(fusion).as_dict()
 
     @property
     def kind(self) -> str:
@@ -228,14 +200,12 @@ class SearchIndex:
             scores, ids = self.index.search(vectors, k)
             return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
                     for row_scores, row_ids in zip(scores, ids)]
-        from structret.search.fusion import fuse_lists  # numpy: kept out of import structret.api
-
         if texts is None or len(texts) != len(vectors):
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
                                  "one per vector: search_vectors(vectors, k, texts=[...]).")
         fusion = self.fusion
-        return [[Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in fuse_lists(lexical, dense, fusion, k)]
-                for lexical, dense in self.candidates(vectors, texts, fusion.depth, k=k)]
+        return [[Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in hits]
+                for hits in fuse_candidates(self.candidates(vectors, texts, fusion.depth, k=k), fusion, k)]
 
     def candidates(self, vectors: Any, texts: Sequence[str], depth: int, *, k: int = 1,
                    ) -> list[tuple[tuple[list[str], Any], tuple[list[str], Any]]]:
@@ -245,26 +215,9 @@ class SearchIndex:
         if self.lexical is None:
             raise StructretError("this index has no lexical side; add one with add_lexical('bm25').")
         dense_scores, dense_ids = self.index.search(vectors, max(k, min(depth, len(self.index))))
-        width = max(k, min(depth, len(self.lexical_ids or ())))
-        if self.lexical_in_index:  # the index's own BM25 fields, weighed as the retriever weighs them
-            terms = [" ".join(t) for t in self.lexical.terms(list(texts), "query")]
-            weights = self.meta["lexical"].get("field_weights") or {"text": 1.0}
-            scores, matched = optional("index", self.index, "search_lexical")(terms, width, weights)
-            lexical = [self._with_zeros(row_ids, row_scores[:len(row_ids)], width)
-                       for row_scores, row_ids in zip(scores, matched)]
-        else:
-            scores, positions = self.lexical.search(list(texts), width)
-            lexical = [([self.lexical_ids[p] for p in row], row_scores) for row_scores, row in zip(scores, positions)]
+        lexical = self.lexical.search(texts, max(k, min(depth, len(self.lexical.ids))))
         return [(lexical_side, ([str(i) for i in d_ids], d_scores))
                 for lexical_side, d_scores, d_ids in zip(lexical, dense_scores, dense_ids)]
-
-    def _with_zeros(self, ids: list[str], scores: Any, width: int) -> tuple[list[str], list[float]]:
-        """An index's lexical top list as structret's BM25 gives it: what matched, then documents that match
-        nothing (score 0) in document order up to ``width``, which a per-query normalization counts."""
-        matched = set(ids)
-        zeros = list(itertools.islice((i for i in self.lexical_ids or () if i not in matched),
-                                     max(0, width - len(ids))))  # an index may give more than asked
-        return ids + zeros, [*scores, *([0.0] * len(zeros))]
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
@@ -307,12 +260,9 @@ class SearchIndex:
         return True
 
     def _save_lexical(self, path: Path) -> None:
+        assert self.lexical is not None  # save calls this only for a hybrid index
         directory = path / LEXICAL_DIR
-        if self.lexical_in_index:  # the index plugin saved it with the vectors
-            directory.mkdir(parents=True, exist_ok=True)
-        else:
-            self.lexical.save(directory)
-        (directory / LEXICAL_IDS).write_text(json.dumps(self.lexical_ids, ensure_ascii=False), encoding="utf-8")
+        self.lexical.save(directory)
         readings = self.load_readings()
         if readings:
             # level 1: written on every update and read only to refit; level 9 took 0.75 s of a 3 s refresh
@@ -325,35 +275,21 @@ class SearchIndex:
 
     def _load_lexical(self, path: Path) -> None:
         """The lexical side ``meta["lexical"]`` names, from ``path/lexical`` (checked by the caller)."""
-        name = self.meta["lexical"].get("retriever")
         directory = path / LEXICAL_DIR
-        in_index = self.lexical_in_index
-        if in_index and not _holds_lexical(self.index):
-            raise ArtifactError(f"{path}: its lexical side was held by its {self.kind} index, which now cannot "
-                                f"hold one; rebuild the index.")
-        # held by the index: the retriever only reads the queries, the index searches its own BM25
-        options = self.meta["lexical"].get("options") or {}
-        load: Any = (lambda _: get_registry().create("retriever", name, **options)) if in_index else \
-            optional("retriever", get_registry().get("retriever", name).load(), "load")
-        if not callable(load):
-            raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved index.")
-        try:
-            self.lexical = load(directory)
-            self.lexical_ids = json.loads((directory / LEXICAL_IDS).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ArtifactError(f"{directory}: the index's lexical side cannot be read ({exc}); rebuild the index with "
-                                f"'structret index ... --lexical {name}'.") from None
-        documents = len(self.index if in_index else self.lexical)
-        if len(self.lexical_ids) != documents:
-            raise ArtifactError(f"{directory}: {len(self.lexical_ids)} ids for {documents} documents; the "
-                                f"index is damaged, rebuild it.")
+        self.lexical = load_side(self.index, self.meta["lexical"], directory, path, self.kind)
         if (directory / LEXICAL_READINGS).is_file():
             self._readings_file = directory / LEXICAL_READINGS
 
 
-def _holds_lexical(index: Index) -> bool:
-    """Whether an index plugin holds a hybrid's lexical side itself (contracts.OPTIONAL["index"])."""
-    return all(callable(optional("index", index, member)) for member in ("set_texts", "search_lexical"))
+def fuse_candidates(candidates: Iterable[tuple[tuple[Sequence[str], Any], tuple[Sequence[str], Any]]], fusion: Any,
+                    k: int) -> list[list[Any]]:
+    """Each query's ``(lexical, dense)`` candidates (``SearchIndex.candidates``) fused by ``fusion`` (a spec, a
+    dict or a Fusion) into its top ``k`` (structret.search.fusion.FusedHit: doc, score, sources): the one
+    route from both sides' lists to a ranking, for searches and for the whole-project benchmark."""
+    from structret.search.fusion import fuse_lists  # numpy: kept out of import structret.api
+
+    fusion = decide_fusion(fusion)
+    return [fuse_lists(lexical, dense, fusion, k) for lexical, dense in candidates]
 
 
 # what a SearchIndex keeps of its meta when saved (the index plugin writes the rest)
@@ -371,8 +307,7 @@ class _TextsOrigin:
 
 _SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
 LEXICAL_DIR = "lexical"
-LEXICAL_IDS = "ids.json"
-LEXICAL_READINGS = "readings.jsonl.gz"  # one JSON string per line, in LEXICAL_IDS' order
+LEXICAL_READINGS = "readings.jsonl.gz"  # one JSON string per line, in the side's ids.json order
 
 
 def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = True) -> SearchIndex:

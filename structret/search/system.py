@@ -3,13 +3,15 @@ both fused (``bm25+minilm``, ``bm25+runs/x``: structret.search.fusion)."""
 
 from __future__ import annotations
 
+import copy
 import difflib
 import os
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 from structret.contracts import Backbone, optional
 from structret.errors import PluginError
-from structret.models import open_model, trained_model
+from structret.models import TrainedModel, open_model, trained_model
 from structret.registry import get_registry
 
 
@@ -120,14 +122,37 @@ class HybridRetriever:
     same documents, read as the dense side reads them (a run's text format, if it has one)."""
 
     def __init__(self, lexical: Any, dense: DenseRetriever, fusion: Any = None, *, name: str = "hybrid"):
-        from structret.search.fusion import parse  # numpy: kept out of import structret.api
-
         self.lexical, self.dense = lexical, dense
-        self.fusion = parse(fusion)
+        self.fusion = decide_fusion(fusion)
         self.name = name
         # query text -> (lexical row, dense row) over every document; kept only while tuning,
         # which scores the same queries once per candidate fusion
         self._rows: dict[str, tuple[Any, Any]] | None = None
+
+    def with_fusion(self, fusion: Any) -> "HybridRetriever":
+        """This retriever fusing by ``fusion`` instead: a new one sharing both fitted sides (and the rows
+        kept while tuning), so a choice among fusions costs no second fit."""
+        other = copy.copy(self)
+        other.fusion = decide_fusion(fusion)
+        return other
+
+    def tune(self, score: Callable[["HybridRetriever"], tuple[float, ...]], candidates: Any = None
+             ) -> tuple["HybridRetriever", dict[str, float]]:
+        """A new retriever under the candidate fusion that ``score`` (higher is better, compared as tuples)
+        rates best (structret.search.fusion.tune; ``candidates`` None: its grid), and every candidate's score
+        by spec. Each side scores a query once: the rows are kept while the candidates are scored (and
+        from an earlier scoring, if ``remember_rows`` is on). This retriever's fusion is left as it was."""
+        from structret.search.fusion import tune  # numpy: kept out of import structret.api
+
+        kept = self._rows
+        self._rows = {} if kept is None else kept
+        try:
+            best, scores = tune(lambda fusion: score(self.with_fusion(fusion)), candidates)
+        finally:
+            self._rows = kept
+        chosen = self.with_fusion(best)
+        chosen._rows = None  # the rows are this dataset's; the chosen one is fitted on another next
+        return chosen, scores
 
     def format_document(self, record: Any) -> str:
         text = self.dense.format_document(record)
@@ -183,39 +208,86 @@ class HybridRetriever:
         return fuse_scores(lexical, dense, self.fusion)
 
 
-def resolve_system(name: str) -> tuple[str, Any]:
-    """What a system name means, without building it: ``("retriever", name)``,
-    ``("backbone", name)``, ``("run", trained_model(name))`` or, for ``LEXICAL+DENSE``,
-    ``("hybrid", (lexical name, dense name))``; unknown names raise PluginError."""
+@dataclass(frozen=True)
+class System:
+    """A retrieval system as its name means it, resolved once (``resolve_system``): what it is (``kind``:
+    ``retriever``, ``backbone``, ``run`` or ``hybrid``), its parts, and -- for a hybrid -- the fusion it
+    uses, decided there (``decide_fusion``). ``retriever()`` builds it to score a dataset
+    (structret.evaluation); an index is built and searched with the same fusion (structret.search.build)."""
+
+    name: str
+    kind: str
+    lexical: str | None = None  # a retriever's name, or a hybrid's lexical side
+    dense: "System | None" = None  # a hybrid's dense side: a backbone or a run
+    run: TrainedModel | None = None  # a run's directory and backbone
+    fusion: Any = None  # a hybrid's structret.search.fusion.Fusion; None otherwise
+
+    @property
+    def hybrid(self) -> bool:
+        return self.kind == "hybrid"
+
+    def with_fusion(self, fusion: Any) -> "System":
+        """The same system fusing by ``fusion`` (a spec, a dict or a Fusion; None: the default rule)."""
+        if not self.hybrid:
+            raise PluginError(f"fusion settings are for a hybrid system (LEXICAL+DENSE, e.g. bm25+{self.name}), "
+                              f"not '{self.name}'.")
+        assert self.dense is not None
+        return replace(self, fusion=decide_fusion(fusion, self.dense.run.recipe if self.dense.run else None))
+
+    def retriever(self, *, model: str | None = None, show_progress: bool = True, batch_size: int = 32,
+                  cache: str | os.PathLike | None = None, **options: Any):
+        """The system built to score a dataset: the registered retriever, a DenseRetriever, or a
+        HybridRetriever fusing by ``self.fusion``; ``options`` go to the backbone (a hybrid's dense side's)
+        or to the retriever."""
+        registry = get_registry()
+        if self.hybrid:
+            assert self.dense is not None and self.lexical is not None
+            dense = self.dense.retriever(model=model, show_progress=show_progress, batch_size=batch_size,
+                                         cache=cache, **options)
+            return HybridRetriever(registry.create("retriever", self.lexical), dense, self.fusion, name=self.name)
+        if self.kind == "retriever":
+            return registry.create("retriever", self.name, **options)
+        # a backbone name (with model= weights) or a run: the one route to a model, the run verified once
+        opened = open_model(self.name, model, options) if self.run is None else open_model(None, self.run, options)
+        return DenseRetriever(opened.backbone, batch_size=batch_size, show_progress=show_progress,
+                              text_format=opened.text_format, cache=cache)
+
+
+def resolve_system(name: str, fusion: Any = None) -> System:
+    """What a system name means, without building it: a registered retriever (``bm25``), a backbone
+    (``minilm``), a run of 'structret train' (``runs/x``) or ``LEXICAL+DENSE`` (``bm25+minilm``), which
+    fuses by ``fusion`` (``decide_fusion``); unknown names, and ``fusion`` for what is not a hybrid, raise
+    PluginError."""
     registry = get_registry()
     if registry.has("retriever", name):
-        return "retriever", name
-    if registry.has("backbone", name):
-        return "backbone", name
-    trained = trained_model(name)
-    if trained is not None:  # a run directory or checkpoint: its backbone, its weights
-        return "run", trained
-    lexical, plus, dense = name.partition("+")
-    if plus and registry.has("retriever", lexical):
-        kind, _ = resolve_system(dense)
-        if kind not in ("backbone", "run"):
+        found = System(name, "retriever", lexical=name)
+    elif registry.has("backbone", name):
+        found = System(name, "backbone")
+    elif (trained := trained_model(name)) is not None:  # a run directory or checkpoint: its backbone, its weights
+        found = System(name, "run", run=trained)
+    else:
+        lexical, plus, dense = name.partition("+")
+        if not (plus and registry.has("retriever", lexical)):
+            known = registry.names("retriever") + registry.names("backbone")
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise PluginError(
+                f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
+                f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works, and "
+                f"LEXICAL+DENSE (bm25+minilm) fuses two."
+            )
+        side = resolve_system(dense)
+        if side.kind not in ("backbone", "run"):
             raise PluginError(f"system '{name}': a hybrid is LEXICAL+DENSE, and '{dense}' is not a dense system "
                               f"(a backbone such as minilm, or a directory written by 'structret train').")
-        return "hybrid", (lexical, dense)
-    known = registry.names("retriever") + registry.names("backbone")
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    raise PluginError(
-        f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
-        f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works, and "
-        f"LEXICAL+DENSE (bm25+minilm) fuses two."
-    )
+        return System(name, "hybrid", lexical=lexical, dense=side).with_fusion(fusion)
+    return found if fusion is None else found.with_fusion(fusion)
 
 
 def decide_fusion(fusion: Any = None, recipe: Any = None):
     """The one rule for which fusion a hybrid uses: ``fusion`` when given (a spec, a dict or a
     Fusion: structret.search.fusion.parse), else the one ``recipe`` (a trained run's) was shipped
-    with (``Recipe.fusion``, chosen on validation), else the default. Scoring (make_retriever) and
+    with (``Recipe.fusion``, chosen on validation), else the default. Systems (resolve_system) and
     index builds (build_index) both decide here."""
     from structret.search.fusion import parse  # numpy: kept out of import structret.api
 
@@ -224,41 +296,17 @@ def decide_fusion(fusion: Any = None, recipe: Any = None):
     return parse(fusion)
 
 
-def hybrid_fusion(dense: str, fusion: Any = None):
-    """The fusion a hybrid with dense side ``dense`` (a system name) uses: ``decide_fusion`` with
-    the recipe of the run ``dense`` names, if it names one."""
-    trained = trained_model(dense) if fusion is None else None
-    return decide_fusion(fusion, trained.recipe if trained is not None else None)
-
-
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
                    batch_size: int = 32, cache: str | os.PathLike | None = None, fusion: Any = None, **options: Any):
-    """``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever;
-    ``bm25+minilm`` → a HybridRetriever fusing them by ``fusion`` (structret.search.fusion.parse; None:
-    a trained run's shipped fusion, else the default: ``hybrid_fusion``). ``cache``: a directory
-    where a dense retriever keeps its vectors between runs; ``options`` go to the backbone (of a
-    hybrid's dense side too)."""
-    registry = get_registry()
-    kind, found = resolve_system(name)
-    if kind == "hybrid":
-        lexical = registry.create("retriever", found[0])
-        dense = make_retriever(found[1], model=model, show_progress=show_progress, batch_size=batch_size,
-                               cache=cache, **options)
-        return HybridRetriever(lexical, dense, hybrid_fusion(found[1], fusion), name=name)
-    if fusion is not None:
-        raise PluginError(f"fusion settings are for a hybrid system (LEXICAL+DENSE, e.g. bm25+{name}), "
-                          f"not '{name}'.")
-    if kind == "retriever":
-        return registry.create("retriever", name, **options)
-    # a backbone name (with model= weights) or a run: the one route to a model, the run verified once
-    dense = open_model(name, model, options) if kind == "backbone" else open_model(None, found, options)
-    return DenseRetriever(dense.backbone, batch_size=batch_size, show_progress=show_progress,
-                          text_format=dense.text_format, cache=cache)
+    """The system ``name`` built to score a dataset: ``resolve_system(name, fusion).retriever(...)``.
+    ``bm25`` → the registered retriever; ``minilm`` (any backbone) → a DenseRetriever; ``bm25+minilm`` →
+    a HybridRetriever. ``cache``: a directory where a dense retriever keeps its vectors between runs;
+    ``options`` go to the backbone (of a hybrid's dense side too)."""
+    return resolve_system(name, fusion).retriever(model=model, show_progress=show_progress, batch_size=batch_size,
+                                                  cache=cache, **options)
 
 
 def parse_fusion(spec: str) -> Any:
     """``"zscore:0.3"``, ``"rrf:0.5,k=60"``, ... as a ``structret.search.fusion.Fusion``; FusionError (a
     StructretError) saying what is wrong. Functions taking ``fusion=`` accept the string too."""
-    from structret.search.fusion import parse  # numpy: kept out of import structret.api
-
-    return parse(spec)
+    return decide_fusion(spec)

@@ -18,7 +18,7 @@ from structret.datasets import load_dataset, parse_data_spec
 from structret.errors import SuiteError
 from structret.models import new_model
 from structret.registry import get_registry
-from structret.search.system import decide_fusion, hybrid_fusion, make_retriever, resolve_system
+from structret.search.system import make_retriever, parse_fusion, resolve_system
 
 CACHE_VERSION = 1  # bump when a cached artifact's meaning changes
 TUNED = "valid"  # a row's fusion chosen on the dataset's validation split
@@ -188,7 +188,7 @@ class Runner:
                 raise SuiteError(f"fusion = \"{TUNED}\" chooses the fusion on a validation split, and "
                                  f"{data.label} has none; give the dataset a valid_split or the row a fusion.")
             if cell.fusion and cell.fusion != TUNED:
-                decide_fusion(cell.fusion)  # a bad spec raises now, naming how to write one
+                parse_fusion(cell.fusion)  # a bad spec raises now, naming how to write one
         if cell.system:
             resolve_system(cell.system)
             return
@@ -245,7 +245,7 @@ class Runner:
         lexical, plus, dense = system.partition("+")
         if plus and not Path(system).exists() and "fusion" in options:  # a hybrid cell: its model's identity
             rest = {k: v for k, v in options.items() if k != "fusion"}
-            fusion = TUNED if options["fusion"] == TUNED else hybrid_fusion(dense, options["fusion"]).spec
+            fusion = TUNED if options["fusion"] == TUNED else resolve_system(system, options["fusion"]).fusion.spec
             return {"lexical": lexical, "fusion": fusion, "dense": self.system_identity(dense, rest)}
         path = Path(system)
         recipe_file = path / "recipe.toml"
@@ -288,8 +288,9 @@ class Runner:
             if (data.key, data.valid_split) not in self._eval_sets:
                 valid = load_dataset(data.spec, data.valid_split, **data.options)
                 self._eval_sets[(data.key, data.valid_split)] = (valid, make_protocol(valid, self.limit))
-            tuning = tune_fusion(retriever, self._eval_sets[(data.key, data.valid_split)][0], limit=self.limit,
-                                 show_progress=self.show_progress, measure=data.select_on or None)
+            retriever, tuning = tune_fusion(retriever, self._eval_sets[(data.key, data.valid_split)][0],
+                                            limit=self.limit, show_progress=self.show_progress,
+                                            measure=data.select_on or None)
             print(f"  {system}: {tuning['fusion']} scored best on {data.valid_split} ({tuning['measure']})",
                   file=sys.stderr)
         row = evaluate_retriever(protocol, retriever, system)
