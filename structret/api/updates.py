@@ -191,5 +191,5 @@ def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progr
     ids = list(dataset.corpus)
     texts = [model.text(r, "document") for r in dataset.corpus.values()]
     vectors = model.backbone.encode(texts, kind="document", batch_size=batch_size, show_progress=show_progress)
-    reader = lexical_reader(found.meta["lexical"]["retriever"]) if found.lexical is not None else None
+    reader = lexical_reader(found.lexical.retriever) if found.lexical is not None else None
     return ids, vectors, texts, [reader(r) for r in dataset.corpus.values()] if reader is not None else None

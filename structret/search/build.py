@@ -61,10 +61,13 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     function with its file and class) reads a dataset's records so; with vectors, ``readings=``
     gives those readings (one per id; ``lexical_reader``), else it reads the texts.
     """
+    # the lexical retriever made once: it reads the records here and becomes the index's lexical side
+    retriever = get_registry().create("retriever", lexical) if lexical is not None else None
+    reader = _reader(retriever)
     built = _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors, index_options,
-                   lexical_reader(lexical) if lexical is not None else None)
+                   reader)
     if readings is not None:
-        if lexical is None or lexical_reader(lexical) is None:
+        if lexical is None or reader is None:
             raise StructretError(f"readings= are how a lexical side that reads records its own way (format_document) "
                                  f"reads each document; {'give lexical= too' if lexical is None else repr(lexical) + ' reads texts'}.")
         if isinstance(data, (str, Dataset)):
@@ -73,16 +76,21 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
             raise StructretError(f"got {len(readings)} readings for {len(built.texts or ())} texts; give one per id.")
         built.readings = dict(zip(built.texts or {}, readings))
     if lexical is not None:
-        built.add_lexical(lexical, decide_fusion(fusion, model.recipe if model is not None else None))
+        built.add_lexical(lexical, decide_fusion(fusion, model.recipe if model is not None else None),
+                          retriever=retriever)
     elif fusion is not None:
         raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")
     return built
 
 
-def lexical_reader(name: str) -> Callable[[Any], str] | None:
-    """How the registered lexical retriever ``name`` reads a record (its ``format_document``), or None when
-    it reads documents' texts."""
-    reader = optional("retriever", get_registry().create("retriever", name), "format_document")
+def lexical_reader(lexical: Any) -> Callable[[Any], str] | None:
+    """How a lexical retriever (a registered name, or one made already: an index's ``lexical.retriever``)
+    reads a record (its ``format_document``), or None when it reads documents' texts."""
+    return _reader(get_registry().create("retriever", lexical) if isinstance(lexical, str) else lexical)
+
+
+def _reader(retriever: Any) -> Callable[[Any], str] | None:
+    reader = optional("retriever", retriever, "format_document") if retriever is not None else None
     return reader if callable(reader) else None
 
 

@@ -67,10 +67,12 @@ class SearchIndex:
         lexical = self.meta.get("lexical")
         return decide_fusion(lexical.get("fusion")) if lexical else None
 
-    def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, **options: Any) -> None:
+    def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, *, retriever: Any = None,
+                    **options: Any) -> None:
         """Index the kept texts with the registered retriever ``name`` too, and fuse it with the
         vectors in every search (structret.search.fusion; ``fusion``: a spec, a Fusion or None for the
-        default). ``options`` go to the retriever.
+        default). ``options`` go to the retriever; ``retriever``: the retriever ``name`` made with them already
+        (build_index makes one to read the records), used instead of another.
 
         An index plugin that holds a BM25 of its own (``set_texts`` and ``search_lexical``, such as
         milvus) is given the retriever's fields of every document instead (``fields``: each field's
@@ -79,7 +81,7 @@ class SearchIndex:
         if not self.texts:
             raise StructretError("a lexical side indexes the documents' texts, and this index keeps none; build it "
                                  "from a dataset, or with texts=.")
-        side = new_side(self.index, name, options, self.kind)
+        side = new_side(self.index, name, options, self.kind, retriever=retriever)
         readings = self.load_readings() or {}  # matched to the saved lexical_ids first: they are about to change
         if self.meta.get("lexical") and self.meta["lexical"].get("retriever") != name:
             readings = {}  # another retriever's reading of a record is not this one's

@@ -136,10 +136,13 @@ def holds_lexical(index: Index) -> bool:
     return all(callable(optional("index", index, member)) for member in ("set_texts", "search_lexical"))
 
 
-def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "") -> LexicalSide:
-    """An unfitted lexical side for ``index``: the retriever ``name`` (with ``options``) held by the index
-    plugin where it can hold one, else by itself; StructretError if the retriever cannot be that side."""
-    retriever = get_registry().create("retriever", name, **options)
+def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "", *, retriever: Any = None
+             ) -> LexicalSide:
+    """An unfitted lexical side for ``index``: the retriever ``name`` (with ``options``; or ``retriever``, made
+    so already) held by the index plugin where it can hold one, else by itself; StructretError if the
+    retriever cannot be that side."""
+    if retriever is None:
+        retriever = get_registry().create("retriever", name, **options)
     if holds_lexical(index):
         if not all(callable(optional("retriever", retriever, m)) for m in ("terms", "fields")):
             raise StructretError(f"this {kind} index holds its lexical side itself and needs the retriever's "
