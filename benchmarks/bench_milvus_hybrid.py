@@ -44,7 +44,6 @@ def main() -> None:
 
     import structret
     from structret.artifacts import cache_dir
-    from structret.contracts import optional
     from structret.datasets import load_dataset
     from structret.search.build import build_index, lexical_reader
     from structret.vector_cache import VectorCache, cache_key
@@ -55,7 +54,7 @@ def main() -> None:
     docs = [model.text(r, "document") for r in dataset.corpus.values()]
     qids = [q for q in dataset.queries if dataset.qrels.get(q)]
     queries = [model.text(dataset.queries[q], "query") for q in qids]
-    fingerprint = optional("backbone", model.backbone, "fingerprint")()
+    fingerprint = model.backbone.fingerprint()
     vectors = {}
     for kind, texts in (("document", docs), ("query", queries)):
         cache = VectorCache(cache_dir(), cache_key(fingerprint, kind, model.text_format.name or ""))

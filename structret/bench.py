@@ -16,7 +16,7 @@ from typing import Any
 
 from structret import defaults
 from structret.artifacts import cache_dir
-from structret.contracts import optional
+from structret.contracts import HasSettings
 from structret.datasets import load_dataset
 from structret.evaluation import evaluate_retriever, make_protocol, tune_fusion
 from structret.mining import mine
@@ -125,8 +125,8 @@ def run_bench(dataset: Dataset, systems: list[str], *, batch_size: int = 32,
                 row["fusion_tuning"] = tuning
         if isinstance(retriever, (DenseRetriever, HybridRetriever)) and retriever.cache_summary():
             print(f"{system}: {retriever.cache_summary()}", file=sys.stderr)
-        describe = optional("retriever", retriever, "settings")
-        result.settings[system] = describe() if callable(describe) else "(its settings are not reported)"
+        result.settings[system] = (retriever.settings() if isinstance(retriever, HasSettings)
+                                   else "(its settings are not reported)")
         if tuning is not None:
             result.settings[system] += f"; chosen on {tuning['split']} by {tuning['measure']}"
     result.notes = protocol.notes

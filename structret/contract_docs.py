@@ -28,8 +28,9 @@ def _first_paragraph(doc: str | None) -> str:
 
 
 def _protocols() -> list[type]:
+    optional = {protocol for protocols in contracts.OPTIONAL.values() for protocol in protocols}
     found = [obj for _, obj in inspect.getmembers(contracts, inspect.isclass)
-             if obj.__module__ == contracts.__name__ and getattr(obj, "_is_protocol", False)]
+             if obj.__module__ == contracts.__name__ and getattr(obj, "_is_protocol", False) and obj not in optional]
     return sorted(found, key=lambda c: inspect.getsourcelines(c)[1])
 
 
@@ -65,9 +66,11 @@ def reference() -> str:
         out += [title, "", _first_paragraph(protocol.__doc__), "", *_members(protocol), ""]
     out += ["### Rules core checks (`RULES`; an error names the plugin and `[rule NAME]`)", ""]
     out += [f"- `{rule}`: {text}" for rule, text in contracts.RULES.items()]
-    out += ["", "### Optional members core reads where a plugin has them (`OPTIONAL`)", ""]
-    for kind, members in contracts.OPTIONAL.items():
-        out += [f"- {kind}: " + "; ".join(f"`{m}`: {text}" for m, text in members.items())]
+    out += ["", "### Optional members core reads where a plugin has them (`OPTIONAL`: one Protocol each, asked "
+            "with isinstance)", ""]
+    for kind, protocols in contracts.OPTIONAL.items():
+        out += [f"- {kind}: " + "; ".join(f"`{contracts.optional_member(p)}` (`{p.__name__}`): "
+                                           f"{' '.join(inspect.cleandoc(p.__doc__ or '').split())}" for p in protocols)]
     out += ["", "### Capabilities (`Backbone.capabilities`, `Objective.needs`)", ""]
     out += [f"- `{name}`: {text}" for name, text in contracts.CAPABILITIES.items()]
     out += ["", f"Objective roles: {', '.join(f'`{r}`' for r in contracts.ROLES)}; at most one contrastive and one "

@@ -454,8 +454,8 @@ class Index(Protocol):
       same results as the saved index (an exact one: as before saving) and rejects a
       truncated file; using a loaded index never changes the saved files (an index kept on a
       server, like ``milvus`` with ``uri=``, points at data that is not a snapshot).
-    - ``close()`` (optional): release connections or working files; called when done.
-    - ``remove(ids)`` (optional, declared in :data:`OPTIONAL`): see there. An index with it can
+    - ``close()`` (optional, :class:`HasClose` in :data:`OPTIONAL`): release connections or working files.
+    - ``remove(ids)`` (optional, :class:`HasRemove` in :data:`OPTIONAL`): see there. An index with it can
       be updated in place (``structret index --remove``); the contract tests run over it.
     """
 
@@ -484,108 +484,316 @@ class Retriever(Protocol):
 
 
 # --- optional members ----------------------------------------------------------------------
-# What core reads from a plugin when the plugin has it, and does without when it does not.
-# Declared here, and read only through optional(), so every member core may touch is on this
-# page; a member core wants to read that is not declared here is a KeyError in core, at once.
+# What core reads from a plugin when the plugin has it, and does without when it does not: each
+# member a small runtime_checkable Protocol, asked with isinstance (so mypy checks the call that
+# follows), listed by kind in OPTIONAL so every member core may touch is on this page. Each one's
+# docstring is its documentation (docs/plugins.md is generated from it).
 
-OPTIONAL: dict[str, dict[str, str]] = {
-    "backbone": {
-        "max_length": "tokens per text; shown in a results table's notes",
-        "pooling": "how the vector is made (cls, mean, first-decoder-position); notes and structret.json",
-        "normalize": "whether vectors are unit length; notes and structret.json",
-        "dtype": "the encoding precision it resolved (None: fp32); notes",
-        "lm_head_is_new": "after enable_lm(): True when its LM head did not come from the checkpoint "
-                          "(it starts random), which is what lm_warmup = auto warms up",
-        "lm_head_parameters": "lm_head_parameters() -> list of the LM head's own parameters (not the "
-                              "encoder's, not a tied input embedding): all that LM-head warm-up trains",
-        "text_prefixes": "{'query': str, 'document': str} put before each text; structret export writes them "
-                         "as sentence-transformers prompts and into the ONNX export",
-        "source": "where its weights were loaded from (a folder or hub id); an ONNX export records it (default: name)",
-        "pooled_encoder": "pooled_encoder() -> structret.records.PooledEncoder | str: its vectors as one encoder "
-                          "forward and CLS or mean pooling, which structret export writes; a str says why its "
-                          "vectors are not that (e.g. something else is fused in), and export refuses it saying so. "
-                          "A backbone without it is not exported",
-        "adapter": "the settings of a LoRA adapter trained instead of the whole encoder ({'r', 'alpha', 'dropout', "
-                   "'targets'}; None: none); structret export merges it (merge_adapter) before writing",
-        "merge_adapter": "merge_adapter(): fold the adapter into the base weights, the same vectors from a plain "
-                         "model that loads without peft; structret export calls it and checks the vectors",
-        "onnx_twin": "onnx_twin() -> str | None: a folder of structret export --format onnx of its current weights "
-                     "(fp32 within cosine 0.9999 of its own vectors), made once; None where it cannot be. structret "
-                     "index SRC records it, and re-runs encode edited functions with it, without importing torch",
-        "fingerprint": "fingerprint() -> str: a hash of everything that decides its vectors (weights, tokenizer, "
-                       "settings); equal fingerprints must mean equal vectors. structret bench keeps encoded "
-                       "vectors under it (structret.vector_cache); without it nothing is cached",
-    },
-    "objective": {
-        "lm_warmup_options": "a corruption objective's structret.options.LMWarmupOptions: how many steps the "
-                     "trainer trains the LM head alone first (structret.training.warmup)",
-        "contrastive_input": "a corruption objective's 'masked' (default: the contrastive loss embeds the "
-                             "corrupted passage, one forward) or 'unmasked' (a second forward of the clean one)",
-        "entity_extractors": "entity_extractors() -> dict[str, str]: after training, the extractor whose entities "
-                             "it trained on, by the language of the records ('' for records without one, such as "
-                             "products); the run records it in structret.json ('entities') and structret serve marks "
-                             "hits with it",
-    },
-    "retriever": {
-        "settings": "settings() -> str: what changes its numbers, for a results table's notes",
-        "format_document": "format_document(record) -> str: how it reads a record (default: record.text())",
-        "split": "split(text) -> dict: one function's fields, at least 'name' and 'calls' (the names it calls, "
-                 "space separated): what a whole-project benchmark reads its call graph from",
-        "format_query": "format_query(query) -> str: how it reads a query (default: query.text)",
-        "search": "search(queries, k) -> (scores [nq, k'], document positions [nq, k']), best first: the top k "
-                  "of each query; a retriever with search, save and load can be an index's lexical side",
-        "save": "save(directory): write the fitted retriever into directory (created if missing), with every "
-                "option that changes how it reads text; structret index --lexical checksums what it writes",
-        "load": "load(directory) -> retriever, on the registered class: the retriever save() wrote, fitted",
-        "update": "update(rows) -> bool: become the fit of a new corpus reading only its new documents (rows: per "
-                  "document, the position of one it holds, or a new one's text), scoring as fit would; False when "
-                  "it cannot (then it is fitted). An index's update (structret index SRC's re-runs) uses it",
-        "terms": "terms(texts, kind) -> list[list[str]]: the terms its BM25 indexes for each text (kind 'document': "
-                 "the texts read together, as fit reads them; 'query'), each a word without spaces: what an index "
-                 "holding a BM25 of its own searches a query by, so its analyzer sees the same terms. Needs no fit",
-        "fields": "fields(texts) -> {field: (weight, terms per text)}: the fields a score sums, each with its weight "
-                  "and each document's terms (the texts read together, as fit reads them): what an index holding a "
-                  "BM25 of its own is given (index.set_texts) and weighs (index.search_lexical), so that its ranking "
-                  "is this retriever's. Needs no fit",
-    },
-    "extractor": {"failures": "a Counter of what it could not read, by reason (structret extract prints it)"},
-    "linearizer": {
-        "failures": "a Counter of what it could not read, by reason (structret linearize prints it)",
-        "text": "text(record) -> str | None: the record as text; only a linearizer with it can be a text_format",
-        "fields": "fields(text) -> structret.records.Layout | None: a text its text() wrote, read back into named "
-                  "fields (a title, aspects) and a body, spans into the text; structret serve shows a hit with them. "
-                  "None when the text does not fit (the whole text is shown as it is)",
-    },
-    "index": {
-        "remove": "remove(ids): drop every id in the sequence from the index, so len() shrinks and no search "
-                  "returns them; an id it does not hold, or one listed twice, raises ValueError "
-                  "(structret.indexing.IndexInputError) naming it and removes nothing; [] is a no-op. A removed "
-                  "id may be added again, with any vector. save() after remove() saves the index without them, "
-                  "and a loaded index removes alike (structret index --remove needs it)",
-        "set_texts": "set_texts(ids, fields): give ids already added their lexical fields for the index's own BM25 "
-                     "(fields: {name: one text per id, the terms of a retriever's fields(), space separated}; each "
-                     "field a BM25 of its own; a later call replaces every given id's fields), kept with the vectors "
-                     "by save and load, and dropped by remove. With search_lexical it makes an index hold a hybrid's "
-                     "lexical side itself (SearchIndex.add_lexical)",
-        "search_lexical": "search_lexical(texts, k, weights) -> (scores [n, k'], ids): the top k of each query "
-                          "(its terms, space separated) by the weighted sum of the fields' BM25 scores (weights: "
-                          "{field: weight}), best first, rows padded with -inf past what matched. Structret fuses "
-                          "them with the vectors' top k, as with a lexical side of its own",
-    },
-    "miner": {"standard_methods": "a language's special method names, dropped from a corpus like constructors",
-              "blank_docstrings": "blank_docstrings(source, path) -> str: the source with every mined function's "
-                                  "docstring (or doc comment) turned to spaces, line breaks kept, so the code and its "
-                                  "line numbers stay; what a whole-project benchmark searches, its docstrings the "
-                                  "queries"},
+
+@runtime_checkable
+class HasMaxLength(Protocol):
+    """tokens per text; shown in a results table's notes"""
+
+    max_length: int | None
+
+
+@runtime_checkable
+class HasPooling(Protocol):
+    """how the vector is made (cls, mean, first-decoder-position); notes and structret.json"""
+
+    pooling: str | None
+
+
+@runtime_checkable
+class HasNormalize(Protocol):
+    """whether vectors are unit length; notes and structret.json"""
+
+    normalize: bool | None
+
+
+@runtime_checkable
+class HasDtype(Protocol):
+    """the encoding precision it resolved (None: fp32); notes"""
+
+    dtype: str | None
+
+
+@runtime_checkable
+class HasLmHeadIsNew(Protocol):
+    """after enable_lm(): True when its LM head did not come from the checkpoint (it starts random), which is
+    what lm_warmup = auto warms up"""
+
+    lm_head_is_new: bool
+
+
+@runtime_checkable
+class HasLmHeadParameters(Protocol):
+    """lm_head_parameters() -> list of the LM head's own parameters (not the encoder's, not a tied input
+    embedding): all that LM-head warm-up trains"""
+
+    def lm_head_parameters(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class HasTextPrefixes(Protocol):
+    """{'query': str, 'document': str} put before each text; structret export writes them as
+    sentence-transformers prompts and into the ONNX export"""
+
+    text_prefixes: dict[str, str] | None
+
+
+@runtime_checkable
+class HasSource(Protocol):
+    """where its weights were loaded from (a folder or hub id); an ONNX export records it (default: name)"""
+
+    source: str
+
+
+@runtime_checkable
+class HasPooledEncoder(Protocol):
+    """pooled_encoder() -> structret.records.PooledEncoder | str: its vectors as one encoder forward and CLS
+    or mean pooling, which structret export writes; a str says why its vectors are not that (e.g. something
+    else is fused in), and export refuses it saying so. A backbone without it is not exported"""
+
+    def pooled_encoder(self) -> Any: ...
+
+
+@runtime_checkable
+class HasAdapter(Protocol):
+    """the settings of a LoRA adapter trained instead of the whole encoder ({'r', 'alpha', 'dropout',
+    'targets'}; None: none); structret export merges it (merge_adapter) before writing"""
+
+    adapter: dict[str, Any] | None
+
+
+@runtime_checkable
+class HasMergeAdapter(Protocol):
+    """merge_adapter(): fold the adapter into the base weights, the same vectors from a plain model that loads
+    without peft; structret export calls it and checks the vectors"""
+
+    def merge_adapter(self) -> None: ...
+
+
+@runtime_checkable
+class HasOnnxTwin(Protocol):
+    """onnx_twin() -> str | None: a folder of structret export --format onnx of its current weights (fp32
+    within cosine 0.9999 of its own vectors), made once; None where it cannot be. structret index SRC records
+    it, and re-runs encode edited functions with it, without importing torch"""
+
+    def onnx_twin(self) -> str | None: ...
+
+
+@runtime_checkable
+class HasFingerprint(Protocol):
+    """fingerprint() -> str: a hash of everything that decides its vectors (weights, tokenizer, settings);
+    equal fingerprints must mean equal vectors. structret bench keeps encoded vectors under it
+    (structret.vector_cache); without it nothing is cached"""
+
+    def fingerprint(self) -> str: ...
+
+
+@runtime_checkable
+class HasLmWarmupOptions(Protocol):
+    """a corruption objective's structret.options.LMWarmupOptions: how many steps the trainer trains the LM
+    head alone first (structret.training.warmup)"""
+
+    lm_warmup_options: Any
+
+
+@runtime_checkable
+class HasContrastiveInput(Protocol):
+    """a corruption objective's 'masked' (default: the contrastive loss embeds the corrupted passage, one
+    forward) or 'unmasked' (a second forward of the clean one)"""
+
+    contrastive_input: str
+
+
+@runtime_checkable
+class HasEntityExtractors(Protocol):
+    """entity_extractors() -> dict[str, str]: after training, the extractor whose entities it trained on, by
+    the language of the records ('' for records without one, such as products); the run records it in
+    structret.json ('entities') and structret serve marks hits with it"""
+
+    def entity_extractors(self) -> dict[str, str]: ...
+
+
+@runtime_checkable
+class HasSettings(Protocol):
+    """settings() -> str: what changes its numbers, for a results table's notes"""
+
+    def settings(self) -> str: ...
+
+
+@runtime_checkable
+class HasFormatDocument(Protocol):
+    """format_document(record) -> str: how it reads a record (default: record.text())"""
+
+    def format_document(self, record: Any) -> str: ...
+
+
+@runtime_checkable
+class HasSplit(Protocol):
+    """split(text) -> dict: one function's fields, at least 'name' and 'calls' (the names it calls, space
+    separated): what a whole-project benchmark reads its call graph from"""
+
+    def split(self, text: str) -> dict[str, str]: ...
+
+
+@runtime_checkable
+class HasFormatQuery(Protocol):
+    """format_query(query) -> str: how it reads a query (default: query.text)"""
+
+    def format_query(self, query: Any) -> str: ...
+
+
+@runtime_checkable
+class HasSearch(Protocol):
+    """search(queries, k) -> (scores [nq, k'], document positions [nq, k']), best first: the top k of each
+    query; a retriever with search, save and load can be an index's lexical side"""
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[Any, Any]: ...
+
+
+@runtime_checkable
+class HasSave(Protocol):
+    """save(directory): write the fitted retriever into directory (created if missing), with every option
+    that changes how it reads text; structret index --lexical checksums what it writes"""
+
+    def save(self, directory: Any) -> None: ...
+
+
+@runtime_checkable
+class HasLoad(Protocol):
+    """load(directory) -> retriever, on the registered class: the retriever save() wrote, fitted"""
+
+    def load(self, directory: Any) -> Any: ...
+
+
+@runtime_checkable
+class HasUpdate(Protocol):
+    """update(rows) -> bool: become the fit of a new corpus reading only its new documents (rows: per
+    document, the position of one it holds, or a new one's text), scoring as fit would; False when it cannot
+    (then it is fitted). An index's update (structret index SRC's re-runs) uses it"""
+
+    def update(self, rows: Sequence[Any]) -> bool: ...
+
+
+@runtime_checkable
+class HasTerms(Protocol):
+    """terms(texts, kind) -> list[list[str]]: the terms its BM25 indexes for each text (kind 'document': the
+    texts read together, as fit reads them; 'query'), each a word without spaces: what an index holding a
+    BM25 of its own searches a query by, so its analyzer sees the same terms. Needs no fit"""
+
+    def terms(self, texts: Sequence[str], kind: str = "document") -> list[list[str]]: ...
+
+
+@runtime_checkable
+class HasFields(Protocol):
+    """fields(texts) -> {field: (weight, terms per text)}: the fields a score sums, each with its weight and
+    each document's terms (the texts read together, as fit reads them): what an index holding a BM25 of its
+    own is given (index.set_texts) and weighs (index.search_lexical), so that its ranking is this retriever's.
+    Needs no fit"""
+
+    def fields(self, texts: Sequence[str]) -> dict[str, tuple[float, list[list[str]]]]: ...
+
+
+@runtime_checkable
+class HasFailures(Protocol):
+    """a Counter of what it could not read, by reason (structret extract and structret linearize print it)"""
+
+    failures: Counter
+
+
+@runtime_checkable
+class HasText(Protocol):
+    """text(record) -> str | None: the record as text; only a linearizer with it can be a text_format"""
+
+    def text(self, record: Any) -> str | None: ...
+
+
+@runtime_checkable
+class HasLayout(Protocol):
+    """fields(text) -> structret.records.Layout | None: a text its text() wrote, read back into named fields
+    (a title, aspects) and a body, spans into the text; structret serve shows a hit with them. None when the
+    text does not fit (the whole text is shown as it is)"""
+
+    def fields(self, text: str) -> Any: ...
+
+
+@runtime_checkable
+class HasRemove(Protocol):
+    """remove(ids): drop every id in the sequence from the index, so len() shrinks and no search returns them;
+    an id it does not hold, or one listed twice, raises ValueError (structret.indexing.IndexInputError)
+    naming it and removes nothing; [] is a no-op. A removed id may be added again, with any vector. save()
+    after remove() saves the index without them, and a loaded index removes alike (structret index --remove
+    needs it)"""
+
+    def remove(self, ids: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class HasClose(Protocol):
+    """close(): release connections or working files (a server's collection, a temporary copy); called when
+    core is done with the index"""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class HasSetTexts(Protocol):
+    """set_texts(ids, fields): give ids already added their lexical fields for the index's own BM25 (fields:
+    {name: one text per id, the terms of a retriever's fields(), space separated}; each field a BM25 of its
+    own; a later call replaces every given id's fields), kept with the vectors by save and load, and dropped
+    by remove. With search_lexical it makes an index hold a hybrid's lexical side itself
+    (structret.search.lexical)"""
+
+    def set_texts(self, ids: Sequence[str], fields: dict[str, list[str]]) -> None: ...
+
+
+@runtime_checkable
+class HasSearchLexical(Protocol):
+    """search_lexical(texts, k, weights) -> (scores [n, k'], ids): the top k of each query (its terms, space
+    separated) by the weighted sum of the fields' BM25 scores (weights: {field: weight}), best first, rows
+    padded with -inf past what matched. Structret fuses them with the vectors' top k, as with a lexical side
+    of its own"""
+
+    def search_lexical(self, texts: Sequence[str], k: int, weights: dict[str, float]) -> tuple[Any, Any]: ...
+
+
+@runtime_checkable
+class HasStandardMethods(Protocol):
+    """a language's special method names, dropped from a corpus like constructors"""
+
+    standard_methods: Any
+
+
+@runtime_checkable
+class HasBlankDocstrings(Protocol):
+    """blank_docstrings(source, path) -> str: the source with every mined function's docstring (or doc
+    comment) turned to spaces, line breaks kept, so the code and its line numbers stay; what a whole-project
+    benchmark searches, its docstrings the queries"""
+
+    def blank_docstrings(self, source: str, path: str) -> str: ...
+
+
+OPTIONAL: dict[str, tuple[type, ...]] = {
+    "backbone": (HasMaxLength, HasPooling, HasNormalize, HasDtype, HasLmHeadIsNew, HasLmHeadParameters,
+                 HasTextPrefixes, HasSource, HasPooledEncoder, HasAdapter, HasMergeAdapter, HasOnnxTwin,
+                 HasFingerprint),
+    "objective": (HasLmWarmupOptions, HasContrastiveInput, HasEntityExtractors),
+    "retriever": (HasSettings, HasFormatDocument, HasSplit, HasFormatQuery, HasSearch, HasSave, HasLoad, HasUpdate,
+                  HasTerms, HasFields),
+    "extractor": (HasFailures,),
+    "linearizer": (HasFailures, HasText, HasLayout),
+    "index": (HasRemove, HasClose, HasSetTexts, HasSearchLexical),
+    "miner": (HasStandardMethods, HasBlankDocstrings),
 }
 
 
-def optional(kind: str, plugin: Any, member: str, default: Any = None) -> Any:
-    """``plugin``'s ``member`` if it has it, else ``default``; ``member`` must be declared in
-    :data:`OPTIONAL` for ``kind``."""
-    if member not in OPTIONAL.get(kind, {}):
-        raise KeyError(f"core reads {member!r} of {'an' if kind[0] in 'aeiou' else 'a'} {kind}, which structret/contracts.py does not declare")
-    return getattr(plugin, member, default)
+def optional_member(protocol: type) -> str:
+    """The one member an OPTIONAL protocol declares (``HasFingerprint`` -> ``fingerprint``)."""
+    (member,) = members(protocol)
+    return member
 
 
 # --- evaluation ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from structret.contracts import optional
+from structret.contracts import HasFailures
 from structret.errors import DataError, PluginError
 from structret.records import Entity
 from structret.registry import get_registry
@@ -93,9 +93,9 @@ def extract_file(
                 f"(nltk-nouns, spacy-nouns, title-overlap)"
             )
         kwargs["title"] = title
-    failures_before = Counter(optional("extractor", extractor, "failures") or {})
+    failures_before = Counter(extractor.failures if isinstance(extractor, HasFailures) else {})
     entities = extractor.extract(text, **kwargs)
-    failures = Counter(optional("extractor", extractor, "failures") or {})
+    failures = Counter(extractor.failures if isinstance(extractor, HasFailures) else {})
     failures.subtract(failures_before)
     _check_spans(text, entities, extractor_name)
     return ExtractionResult(str(path), extractor_name, language, text, entities, +failures)

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from structret.contracts import optional
+from structret.contracts import HasFailures, HasText
 from structret.errors import PluginError
 from structret.extraction import LANGUAGE_OF_SUFFIX, visible, read_text
 from structret.records import CodeRecord, Query, Sequence
@@ -94,9 +94,9 @@ def linearize_file(
         language = LANGUAGE_OF_SUFFIX.get(path.suffix.lower())
     linearizer = get_registry().create("linearizer", linearizer_name, **options)
     record = CodeRecord(id=str(path), code=text, language=language or "", path=str(path))
-    failures_before = Counter(optional("linearizer", linearizer, "failures") or {})
+    failures_before = Counter(linearizer.failures if isinstance(linearizer, HasFailures) else {})
     sequence = linearizer.linearize(record)
-    failures = Counter(optional("linearizer", linearizer, "failures") or {})
+    failures = Counter(linearizer.failures if isinstance(linearizer, HasFailures) else {})
     failures.subtract(failures_before)
     if sequence is not None:
         _check_sequence(sequence, linearizer_name)
@@ -136,7 +136,7 @@ class TextFormat:
         if not name:
             return
         self.linearizer = get_registry().create("linearizer", name, **self.options)
-        if not callable(optional("linearizer", self.linearizer, "text")):
+        if not isinstance(self.linearizer, HasText):
             raise PluginError(f"text_format '{name}': that linearizer makes token sequences for a structure-aware "
                               f"encoder, not text (it has no text(record)); use product or aspects, or leave it empty.")
 

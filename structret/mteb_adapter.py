@@ -31,7 +31,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
 from structret.models import Model, load_model
-from structret.contracts import optional
+from structret.contracts import HasFingerprint
 from structret.datasets import load_dataset
 from structret.errors import StructretError
 from structret.records import COIR_RANKING
@@ -74,8 +74,8 @@ def _meta(model: Model, label: str, revision: str | None) -> ModelMeta:
     # mteb keys its results by "org/name" and a revision: name the weights, not the full path
     name = Path(label.rstrip("/")).name or label
     if revision is None:
-        fingerprint = optional("backbone", model.backbone, "fingerprint")
-        seed = fingerprint() if callable(fingerprint) else f"{label}|{model.option_strings()}"
+        backbone = model.backbone
+        seed = backbone.fingerprint() if isinstance(backbone, HasFingerprint) else f"{label}|{model.option_strings()}"
         revision = hashlib.sha1(str(seed).encode("utf-8")).hexdigest()[:12]
     return ModelMeta.create_empty(overwrites={
         "loader": None,

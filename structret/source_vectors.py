@@ -11,7 +11,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from structret.artifacts import cache_dir, verify_checksums
-from structret.contracts import optional
+from structret.contracts import HasFingerprint, HasOnnxTwin
 from structret.errors import StructretError
 from structret.models import Model, load_onnx_model
 
@@ -22,8 +22,10 @@ def vectors_key(model: Model) -> str | None:
     """Where the vector cache keeps ``model``'s document vectors (None: its backbone has no fingerprint)."""
     from structret.vector_cache import cache_key  # numpy: kept out of import structret.api
 
-    fingerprint = optional("backbone", model.backbone, "fingerprint")
-    return None if fingerprint is None else cache_key(fingerprint(), "document", model.text_format.name or "")
+    backbone = model.backbone
+    if not isinstance(backbone, HasFingerprint):
+        return None
+    return cache_key(backbone.fingerprint(), "document", model.text_format.name or "")
 
 
 def encode(model: Model, texts: list[str], key: str | None, *, keep: bool = True, batch_size: int = 32,
@@ -45,13 +47,13 @@ def encode(model: Model, texts: list[str], key: str | None, *, keep: bool = True
 def make_twin(model: Model, key: str | None, *, show_progress: bool = False) -> dict[str, Any] | None:
     """What a re-run encodes edited functions with instead of opening the model: the backbone's ONNX copy
     (``onnx_twin``, made once per model) and the cache key of the model's own vectors; None without one."""
-    make = optional("backbone", model.backbone, "onnx_twin")
+    backbone = model.backbone
     # an export encodes a record's own text, so a model with a text format has no twin
-    if make is None or key is None or model.text_format.name:
+    if not isinstance(backbone, HasOnnxTwin) or key is None or model.text_format.name:
         return None
     # exporting takes seconds the first time for a model (then it is checked and reused)
     with tqdm(total=1, desc="the model's ONNX copy, for quick re-runs", unit="model", disable=not show_progress) as bar:
-        folder = make()
+        folder = backbone.onnx_twin()
         bar.update(1)
     return {"onnx": str(folder), "vectors": key} if folder else None
 

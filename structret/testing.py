@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from structret import defaults
 from structret.contracts import (
+    HasClose,
     Backbone,
     LanguageModelBackbone,
     Objective,
@@ -348,9 +349,8 @@ def _check_index(name: str, options: dict[str, Any]) -> dict[str, Any]:
         raise broken("index", name, "index-search", f"scores {scores.shape}, first hits {[r[0] for r in found]}")
     if len(index) != len(vectors):
         raise broken("index", name, "index-search", f"len() is {len(index)} after adding {len(vectors)}")
-    close = getattr(index, "close", None)  # optional member (contracts.Index)
-    if callable(close):
-        close()
+    if isinstance(index, HasClose):
+        index.close()
     return {"size": len(vectors)}
 
 

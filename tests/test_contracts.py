@@ -313,19 +313,29 @@ def test_an_unanticipated_exception_in_plugin_code_is_one_line_naming_it(make_pl
 
 
 def test_core_reads_a_plugins_optional_members_only_where_declared():
-    """Every member core may read from a plugin is on contracts.py's page: an optional one
-    through contracts.optional, which refuses a member that page does not declare."""
+    """Every member core may read from a plugin is on contracts.py's page: an optional one as a
+    runtime_checkable Protocol of one member, listed in OPTIONAL, asked with isinstance; core never
+    probes a plugin with getattr or hasattr."""
     import ast
     from pathlib import Path
 
-    from structret.contracts import OPTIONAL, optional
+    from structret import contracts
+    from structret.contracts import OPTIONAL, HasSettings, optional_member
 
     class Bare:
         pass
 
-    assert optional("retriever", Bare(), "settings") is None
-    with pytest.raises(KeyError, match="does not declare"):
-        optional("retriever", Bare(), "secret_state")
+    class Described:
+        def settings(self):
+            return "k1=1.2"
+
+    assert not isinstance(Bare(), HasSettings) and isinstance(Described(), HasSettings)
+    listed = [p for protocols in OPTIONAL.values() for p in protocols]
+    declared = [v for n, v in vars(contracts).items() if n.startswith("Has") and isinstance(v, type)]
+    assert set(declared) == set(listed), "a Has* protocol of contracts.py is missing from OPTIONAL, or the reverse"
+    for protocol in listed:
+        assert getattr(protocol, "_is_runtime_protocol", False), f"{protocol.__name__} is not runtime_checkable"
+        assert optional_member(protocol)  # exactly one member each
     plugin_names = {"retriever", "linearizer", "extractor", "miner", "objective", "backbone", "index", "b", "o"}
     probes = []
     import structret
@@ -334,10 +344,10 @@ def test_core_reads_a_plugins_optional_members_only_where_declared():
         if path.name in ("contracts.py", "testing.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
                     and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in plugin_names):
                 probes.append(f"{path}:{node.lineno}")
-    assert not probes, f"core probes plugin objects outside contracts.optional: {probes}"
+    assert not probes, f"core probes plugin objects outside contracts.OPTIONAL's protocols: {probes}"
     assert set(OPTIONAL) <= {"backbone", "retriever", "extractor", "linearizer", "miner", "index", "objective"}
 
 

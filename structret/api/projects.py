@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from structret.api.sources import index_source
-from structret.contracts import optional
+from structret.contracts import HasBlankDocstrings, HasSplit
 from structret.errors import DataError
 from structret.mining import mine
 from structret.registry import get_registry
@@ -107,7 +107,8 @@ def prepare_project(source: str | Path, out: str | Path, *, name: str | None = N
     copy = out / "src"
     blankers = {}
     for language in sorted({language for language, _, _ in files.values()}):
-        blankers[language] = optional("miner", registry.create("miner", language), "blank_docstrings")
+        miner = registry.create("miner", language)
+        blankers[language] = miner.blank_docstrings if isinstance(miner, HasBlankDocstrings) else None
     for rel, (language, _, _) in sorted(files.items()):
         try:
             text = (source / rel).read_text(encoding="utf-8")
@@ -298,7 +299,7 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
         raise DataError("scoring fusions needs an index with a lexical side; pass lexical=")
     where = {doc_id: (place[0], place[2]) for doc_id in index.lexical_ids
              if (place := _place(doc_id, copy)) is not None}
-    split = optional("retriever", index.lexical.retriever, "split")
+    split = index.lexical.retriever.split if isinstance(index.lexical.retriever, HasSplit) else None
     texts = [q["query"] for q in queries]
     vectors = index.model.encode_query(texts)
     lists = index.candidates(vectors, texts, depth)

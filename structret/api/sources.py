@@ -37,7 +37,7 @@ from typing import Any, Callable
 from structret import defaults
 from structret.api.updates import apply_update, update_lock
 from structret.artifacts import atomic_dir, verify_checksums
-from structret.contracts import optional
+from structret.contracts import HasClose, HasFingerprint, HasRemove, HasStandardMethods
 from structret.datasets import load_dataset
 from structret.errors import ArtifactError, DataError, StructretError
 from structret.mining import Job, mine, mine_file
@@ -125,8 +125,9 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
         return opened[0]
 
     if isinstance(model, Model):
-        fingerprint = optional("backbone", model.backbone, "fingerprint")
-        model_identity: dict[str, Any] = {"name": model.name, "fingerprint": fingerprint() if fingerprint else None}
+        backbone = model.backbone
+        model_identity: dict[str, Any] = {"name": model.name, "fingerprint": backbone.fingerprint()
+                                          if isinstance(backbone, HasFingerprint) else None}
     else:
         model_identity = choice.identity() if choice is not None else {"load": str(model)}
     request = {"model": model_identity, "kind": kind, "metric": metric, "lexical": lexical,
@@ -263,7 +264,8 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
         language = files[rel][0]
         miner = get_registry().create("miner", language)
         job = Job(root=str(source), language=language, repo=source.name, sha="", splits=None,
-                  standard_methods=frozenset(optional("miner", miner, "standard_methods", ())), every_function=True)
+                  standard_methods=frozenset(miner.standard_methods if isinstance(miner, HasStandardMethods) else ()),
+                  every_function=True)
         entry = mine_file(job, rel, miner)
         if "skip" in entry:
             where, why, detail = entry["skip"]
@@ -313,10 +315,9 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
                         f"was left as it was.")
 
     found = load_index(out, texts=True)
-    if remove and optional("index", found.index, "remove") is None:  # this kind cannot remove: build anew
-        close = getattr(found.index, "close", None)
-        if close is not None:
-            close()
+    if remove and not isinstance(found.index, HasRemove):  # this kind cannot remove: build anew
+        if isinstance(found.index, HasClose):
+            found.index.close()
         return _build(source, out, files, request, the_model, kind, metric, lexical, fusion, batch_size,
                       show_progress, index_options, f"a {found.kind} index cannot remove the functions of edited files")
     before = Counter(found.texts[i] for i in remove if found.texts and i in found.texts)
@@ -340,9 +341,8 @@ def _refresh(source: Path, out: Path, files: dict[str, tuple[str, int, int]], pr
                      extra=lambda staged: write_manifest(staged, manifest),
                      readings=add_readings if reader is not None else None)
     finally:
-        close = getattr(found.index, "close", None)
-        if close is not None:
-            close()
+        if isinstance(found.index, HasClose):
+            found.index.close()
     return result
 
 

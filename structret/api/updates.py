@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from structret.artifacts import META_FILE, atomic_dir
-from structret.contracts import optional
+from structret.contracts import HasClose, HasRemove
 from structret.search.build import documents_of, lexical_reader
 from structret.search.index import SearchIndex, _TextsOrigin, load_index
 from structret.errors import StructretError
@@ -50,9 +50,8 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
         try:
             _update(found, path, add, remove, split, batch_size, verify, show_progress)
         finally:
-            close = getattr(found.index, "close", None)
-            if close is not None:
-                close()
+            if isinstance(found.index, HasClose):
+                found.index.close()
     last = found.meta["updates"][-1]
     return UpdateResult(last["added"], last["removed"], len(found))
 
@@ -98,7 +97,7 @@ def update_lock(path: str | os.PathLike) -> Iterator[None]:
 
 
 def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
-    if remove and optional("index", found.index, "remove") is None:
+    if remove and not isinstance(found.index, HasRemove):
         raise StructretError(
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
             f"that can (flat, hnsw, usearch, milvus; 'structret plugins --kind index'), or rebuild it without those documents."
@@ -135,9 +134,8 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
         found.readings = kept_readings if kept_readings is not None else {}
         found.readings.update(zip(ids, readings))
     if remove:
-        remove_ids = optional("index", found.index, "remove")
-        assert remove_ids is not None  # the caller checked that this kind of index can remove
-        remove_ids(list(remove))  # checks every id first: an unknown one raises and changes nothing
+        assert isinstance(found.index, HasRemove)  # the caller checked that this kind of index can remove
+        found.index.remove(list(remove))  # checks every id first: an unknown one raises and changes nothing
         if kept_texts is not None:
             for i in remove:
                 kept_texts.pop(i, None)

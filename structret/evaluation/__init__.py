@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from structret.contracts import optional
+from structret.contracts import HasFormatDocument, HasFormatQuery
 from structret.errors import PluginError
 from structret.evaluation.metrics import (
     GAIN_MAPS,
@@ -80,8 +80,8 @@ def evaluate_retriever(protocol: EvaluationProtocol, retriever: Retriever, syste
     """
     # each system reads records its own way (a run trained on SANTA's product template
     # is scored on that template); BM25 and zero-shot models read their text()
-    protocol.bind(optional("retriever", retriever, "format_document", own_text),
-                  optional("retriever", retriever, "format_query", query_text))
+    protocol.bind(retriever.format_document if isinstance(retriever, HasFormatDocument) else own_text,
+                  retriever.format_query if isinstance(retriever, HasFormatQuery) else query_text)
     start = time.perf_counter()
     if announce:
         print(f"{system}: indexing {len(protocol.doc_texts)} documents", file=sys.stderr)

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from structret.contracts import optional
+from structret.contracts import HasAdapter, HasMergeAdapter
 from structret.exporting.errors import ExportError, require
 from structret.exporting.faithful import check_faithful
 from structret.models import open_model, trained_model
@@ -43,14 +43,17 @@ def merge_adapter(model: Any, echo: Callable[[str], None] = print) -> None:
     """Fold a LoRA adapter into the base weights (both formats hold plain weights only), checked:
     the merged model's vectors against the adapter's on the sample texts, ExportError below FP32_COSINE."""
     b = model.backbone
-    adapter = optional("backbone", b, "adapter")
+    adapter = b.adapter if isinstance(b, HasAdapter) else None
     if not adapter:
         return
+    if not isinstance(b, HasMergeAdapter):
+        raise ExportError(f"{model.name} trained a LoRA adapter, and its {model.backbone_name} backbone cannot merge it "
+                          f"(no merge_adapter()); an export holds plain weights only.")
     # numpy: kept out of import structret.api
     from structret.exporting.checks import FP32_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines
 
     before = (model.encode_query(SAMPLE_QUERIES), model.encode_document(SAMPLE_DOCUMENTS))
-    optional("backbone", b, "merge_adapter")()
+    b.merge_adapter()
     after = (model.encode_query(SAMPLE_QUERIES), model.encode_document(SAMPLE_DOCUMENTS))
     worst = min(cosines(x, y).min() for x, y in zip(before, after))
     if worst < FP32_COSINE:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from structret.artifacts import META_FILE
-from structret.contracts import optional
+from structret.contracts import HasTextPrefixes
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 KNOWN_LICENCES = {MINILM_ID: "apache-2.0"}
@@ -86,7 +86,7 @@ def model_card(model: Any, run: Path, *, fmt: str, usage: str, checks: list[str]
            else "raw vectors (compare with dot product)")
         + f", at most {b.max_length} tokens per text",
     ]
-    prefixes = optional("backbone", b, "text_prefixes", {}) or {}
+    prefixes = (b.text_prefixes if isinstance(b, HasTextPrefixes) else None) or {}
     if any(prefixes.values()):
         lines.append("- Queries and documents are read with different prefixes: "
                      + ", ".join(f"{k} {v!r}" for k, v in prefixes.items())

@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from structret.contracts import optional
+from structret.contracts import HasPooledEncoder
 from structret.exporting.errors import ExportError
 from structret.records import PooledEncoder
 
 
 def check_faithful(model: Any, where: Path) -> PooledEncoder:
     """The backbone's :class:`PooledEncoder`, or ExportError unless one reproduces ``model``'s vectors."""
-    parts = optional("backbone", model.backbone, "pooled_encoder")
-    found = parts() if parts is not None else None
+    b = model.backbone
+    found = b.pooled_encoder() if isinstance(b, HasPooledEncoder) else None
     if found is None:
         raise ExportError(f"{where} uses the {model.backbone_name} backbone, which does not give its vectors as an "
                           f"encoder with CLS or mean pooling (no pooled_encoder()); an export's vectors would "

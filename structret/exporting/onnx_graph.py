@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from structret.artifacts import atomic_dir
-from structret.contracts import TrainableBackbone, optional
+from structret.contracts import HasPooledEncoder, HasSource, HasTextPrefixes, TrainableBackbone
 from structret.exporting.card import model_card
 from structret.exporting.errors import ExportError
 from structret.exporting.checks import (FP32_COSINE, INT8_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines,
@@ -75,7 +75,8 @@ def export_graph(backbone: TrainableBackbone, path: Path, *, fused: bool = True)
     (unfused: as exported)."""
     import torch  # torch: loaded to export, not by import structret.exporting.onnx_graph
 
-    parts = optional("backbone", backbone, "pooled_encoder")()  # check_faithful has said it is a PooledEncoder
+    assert isinstance(backbone, HasPooledEncoder)  # check_faithful has said it gives a PooledEncoder
+    parts = backbone.pooled_encoder()
     sample = backbone.tokenize(["def f(x): return x", "a longer text to give the batch two lengths"], kind="document",
                                max_length=parts.max_length)
     # what the model's forward accepts and its tokenizer gives: some tokenizers give no token_type_ids
@@ -210,7 +211,7 @@ def write_graphs(model: Any, out: Path, *, source: str) -> None:
     parts.tokenizer.save_pretrained(out)
     meta = {"format": "structret-onnx", "model": model.name, "backbone": model.backbone_name, "source": source,
             "dim": b.dim, "pooling": parts.pooling, "normalize": parts.normalize, "max_length": parts.max_length,
-            "prefixes": dict(optional("backbone", b, "text_prefixes", {}) or {}), "pad_id": parts.tokenizer.pad_token_id,
+            "prefixes": dict((b.text_prefixes if isinstance(b, HasTextPrefixes) else None) or {}), "pad_id": parts.tokenizer.pad_token_id,
             "pad_token": parts.tokenizer.pad_token, "opset": OPSET, "int8": "none", "recipe": model.recipe,
             "entities": model.entities}
     (out / ONNX_META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
@@ -298,6 +299,6 @@ def write_checked(backbone: TrainableBackbone, backbone_name: str, where: Path, 
     model = Model(backbone, backbone_name=backbone_name)
     check_faithful(model, where)
     with atomic_dir(where) as tmp:
-        write_graphs(model, tmp, source=str(optional("backbone", backbone, "source", backbone.name)))
+        write_graphs(model, tmp, source=str(backbone.source if isinstance(backbone, HasSource) else backbone.name))
         for line in check_onnx(model, tmp, echo=echo, speed=False):
             echo(line)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from structret.contracts import optional
+from structret.contracts import HasTextPrefixes
 from structret.exporting.card import model_card
 from structret.exporting.checks import SAMPLE_DOCUMENTS, SAMPLE_QUERIES, FP32_COSINE, cosines
 from structret.exporting.errors import ExportError
@@ -33,7 +33,7 @@ def write_sentence_transformers(model: Any, run: Path, out: Path, *, shown: Path
     # the backbone writes the weights, tokenizer, modules.json, pooling and max_seq_length itself
     b.save_pretrained(out)
     (out / "lm_head.safetensors").unlink(missing_ok=True)  # a training head: no part of the encoder
-    config = {"prompts": {k: v for k, v in (optional("backbone", b, "text_prefixes", {}) or {}).items() if v},
+    config = {"prompts": {k: v for k, v in ((b.text_prefixes if isinstance(b, HasTextPrefixes) else None) or {}).items() if v},
               "default_prompt_name": None,
               "similarity_fn_name": "cosine" if b.normalize else "dot"}
     (out / "config_sentence_transformers.json").write_text(json.dumps(config, indent=2), encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Sequence
 
 from structret import registry
-from structret.contracts import optional
+from structret.contracts import HasStandardMethods
 from structret.errors import DataError
 from structret.mining.rules import RULE_DUPLICATE, RULES, SPLIT_NAMES, check_splits
 from structret.mining.shards import (
@@ -166,7 +166,7 @@ def mine(
         raise ValueError(f"workers={workers}, chunk_files={chunk_files}: both must be at least 1.")
     miner = registry.get_registry().create("miner", language)
     extensions = tuple(miner.extensions)
-    standard_methods = frozenset(optional("miner", miner, "standard_methods", ()))
+    standard_methods = frozenset(miner.standard_methods if isinstance(miner, HasStandardMethods) else ())
     out_path = Path(out).expanduser()
     if out_path.is_dir():
         raise DataError(f"{out}: is a directory. Give a file name such as {language}.jsonl.gz.")

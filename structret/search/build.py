@@ -7,7 +7,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from structret import defaults
-from structret.contracts import optional
+from structret.contracts import HasFormatDocument
 from structret.datasets import dataset_split, require
 from structret.errors import StructretError
 from structret.models import Model
@@ -90,8 +90,7 @@ def lexical_reader(lexical: Any) -> Callable[[Any], str] | None:
 
 
 def _reader(retriever: Any) -> Callable[[Any], str] | None:
-    reader = optional("retriever", retriever, "format_document") if retriever is not None else None
-    return reader if callable(reader) else None
+    return retriever.format_document if isinstance(retriever, HasFormatDocument) else None
 
 
 def _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from structret import defaults
 from structret.artifacts import add_to_checksums, checksummed, read_meta, rebuild_hint, verified
-from structret.contracts import Index, optional
+from structret.contracts import HasFormatDocument, Index
 from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
 from structret.registry import get_registry
@@ -85,7 +85,7 @@ class SearchIndex:
         readings = self.load_readings() or {}  # matched to the saved lexical_ids first: they are about to change
         if self.meta.get("lexical") and self.meta["lexical"].get("retriever") != name:
             readings = {}  # another retriever's reading of a record is not this one's
-        if readings and optional("retriever", side.retriever, "format_document") is None:
+        if readings and not isinstance(side.retriever, HasFormatDocument):
             readings = {}  # a retriever that reads texts: the readings of another's would be read as text
         self.readings = readings or None
         pairs = list(self.texts.items())  # one pass: a loaded index's texts are read from disk

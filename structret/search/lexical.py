@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
-from structret.contracts import Index, optional
+from structret.contracts import (HasFields, HasLoad, HasSave, HasSearch, HasSearchLexical, HasSetTexts, HasTerms,
+                                 HasUpdate, Index)
 from structret.errors import ArtifactError, StructretError
 from structret.registry import get_registry
 
@@ -67,8 +68,7 @@ class RetrieverSide:
         self.ids = list(ids)
 
     def update(self, ids: list[str], rows: list[Any]) -> bool:
-        update = optional("retriever", self.retriever, "update")
-        if update is None or not update(rows):
+        if not isinstance(self.retriever, HasUpdate) or not self.retriever.update(rows):
             return False
         self.ids = list(ids)
         return True
@@ -102,8 +102,8 @@ class IndexHeldSide:
     def fit(self, ids: list[str], documents: list[str]) -> None:
         # every text again, not only an update's: a function's callers field changes with other functions
         fields = self.retriever.fields(documents)
-        set_texts = optional("index", self.index, "set_texts")
-        set_texts(list(ids), {field: [" ".join(t) for t in terms] for field, (_, terms) in fields.items()})
+        assert isinstance(self.index, HasSetTexts)  # new_side and load_side made it so
+        self.index.set_texts(list(ids), {field: [" ".join(t) for t in terms] for field, (_, terms) in fields.items()})
         self.weights = {field: weight for field, (weight, _) in fields.items()}
         self.ids = list(ids)
 
@@ -112,7 +112,8 @@ class IndexHeldSide:
 
     def search(self, texts: Sequence[str], width: int) -> list[Candidates]:
         terms = [" ".join(t) for t in self.retriever.terms(list(texts), "query")]
-        scores, matched = optional("index", self.index, "search_lexical")(terms, width, self.weights)
+        assert isinstance(self.index, HasSearchLexical)  # new_side and load_side made it so
+        scores, matched = self.index.search_lexical(terms, width, self.weights)
         return [self._with_zeros(list(row_ids), row_scores[:len(row_ids)], width)
                 for row_scores, row_ids in zip(scores, matched)]
 
@@ -133,7 +134,7 @@ class IndexHeldSide:
 
 def holds_lexical(index: Index) -> bool:
     """Whether an index plugin holds a hybrid's lexical side itself (``set_texts`` and ``search_lexical``)."""
-    return all(callable(optional("index", index, member)) for member in ("set_texts", "search_lexical"))
+    return isinstance(index, HasSetTexts) and isinstance(index, HasSearchLexical)
 
 
 def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "", *, retriever: Any = None
@@ -144,12 +145,12 @@ def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "", *
     if retriever is None:
         retriever = get_registry().create("retriever", name, **options)
     if holds_lexical(index):
-        if not all(callable(optional("retriever", retriever, m)) for m in ("terms", "fields")):
+        if not (isinstance(retriever, HasTerms) and isinstance(retriever, HasFields)):
             raise StructretError(f"this {kind} index holds its lexical side itself and needs the retriever's "
                                  f"terms and fields (terms(texts, kind), fields(texts)); '{name}' has not both. Use "
                                  f"bm25, bm25-fields or bm25-project, or another kind of index.")
         return IndexHeldSide(retriever, index)
-    if not all(callable(optional("retriever", retriever, member)) for member in ("search", "save", "load")):
+    if not all(isinstance(retriever, member) for member in (HasSearch, HasSave, HasLoad)):
         raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
                              f"k), save(directory) and load(directory) (structret/contracts.py).")
     return RetrieverSide(retriever)
@@ -169,11 +170,11 @@ def load_side(index: Index, meta: dict[str, Any], directory: Path, path: Any, ki
             side = IndexHeldSide(get_registry().create("retriever", name, **options), index,
                                  weights=meta.get("field_weights"))
         else:
-            load = optional("retriever", get_registry().get("retriever", name).load(), "load")
-            if not callable(load):
+            made = get_registry().get("retriever", name).load()  # the registered class: load makes one
+            if not isinstance(made, HasLoad):
                 raise ArtifactError(f"{path}: its lexical side is a '{name}' retriever, which cannot load a saved "
                                     f"index.")
-            side = RetrieverSide(load(directory))
+            side = RetrieverSide(made.load(directory))
         side.ids = json.loads((directory / IDS).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         if isinstance(exc, ArtifactError):

@@ -9,13 +9,13 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from structret.contracts import Backbone, optional
+from structret.contracts import (Backbone, HasDtype, HasFingerprint, HasFormatDocument, HasMaxLength, HasNormalize,
+                                 HasPooling, HasSettings)
 from structret.errors import PluginError
 from structret.models import TrainedModel, open_model, trained_model
 from structret.registry import get_registry
 
 
-_UNSET = object()
 
 
 class DenseRetriever:
@@ -46,15 +46,14 @@ class DenseRetriever:
         """What changes this retriever's numbers, for the bench table's notes."""
         b = self.backbone
         parts = [f"model {b.name}"]
-        if max_length := optional("backbone", b, "max_length"):
-            parts.append(f"max {max_length} tokens per query and document")
-        if pooling := optional("backbone", b, "pooling"):
-            parts.append(f"{pooling} pooling")
-        if (normalize := optional("backbone", b, "normalize")) is not None:
-            parts.append("unit vectors" if normalize else "raw vectors")
-        dtype = optional("backbone", b, "dtype", _UNSET)
-        if dtype is not _UNSET:  # None is a value: fp32
-            parts.append(f"{dtype or 'fp32'} encoding")
+        if isinstance(b, HasMaxLength) and b.max_length:
+            parts.append(f"max {b.max_length} tokens per query and document")
+        if isinstance(b, HasPooling) and b.pooling:
+            parts.append(f"{b.pooling} pooling")
+        if isinstance(b, HasNormalize) and b.normalize is not None:
+            parts.append("unit vectors" if b.normalize else "raw vectors")
+        if isinstance(b, HasDtype):  # None is a value: fp32
+            parts.append(f"{b.dtype or 'fp32'} encoding")
         if self.text_format is not None and self.text_format.name:
             parts.append(f"text format {self.text_format.name}")
         return ", ".join(parts)
@@ -64,13 +63,13 @@ class DenseRetriever:
         self.doc_vectors = self._encode(list(docs), "document", self.show_progress)
 
     def _open_caches(self) -> dict[str, Any]:
-        fingerprint = optional("backbone", self.backbone, "fingerprint")
-        if self.cache_root is None or not callable(fingerprint):
+        backbone = self.backbone
+        if self.cache_root is None or not isinstance(backbone, HasFingerprint):
             return {}
         from structret.vector_cache import VectorCache, cache_key  # numpy: kept out of import structret.api
 
         # taken now, once: the weights the documents are encoded with are the queries' too
-        model = fingerprint()
+        model = backbone.fingerprint()
         text_format = self.text_format.name if self.text_format is not None else ""
         return {kind: VectorCache(self.cache_root, cache_key(model, kind, text_format or ""))
                 for kind in ("query", "document")}
@@ -156,17 +155,16 @@ class HybridRetriever:
 
     def format_document(self, record: Any) -> str:
         text = self.dense.format_document(record)
-        own = optional("retriever", self.lexical, "format_document")
         # a lexical side that reads records its own way (an item's aspects as fields) gets its
         # reading beside the dense one: the protocol hands fit() one text per document
-        return _TwoReadings(text, own(record)) if callable(own) else text
+        lexical = self.lexical
+        return _TwoReadings(text, lexical.format_document(record)) if isinstance(lexical, HasFormatDocument) else text
 
     def format_query(self, query: Any) -> str:
         return self.dense.format_query(query)
 
     def settings(self) -> str:
-        describe = optional("retriever", self.lexical, "settings")
-        lexical = describe() if callable(describe) else type(self.lexical).__name__
+        lexical = self.lexical.settings() if isinstance(self.lexical, HasSettings) else type(self.lexical).__name__
         return f"{self.fusion.describe()} ({self.fusion.spec}); lexical: {lexical}; dense: {self.dense.settings()}"
 
     def fit(self, docs: Sequence[str]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from structret import defaults
 from structret.artifacts import CHECKSUMS_FILE
 from structret.errors import PluginError, StructretError
-from structret.contracts import optional
+from structret.contracts import HasLayout
 from structret.models import Model, load_model, open_model
 from structret.records import Entity, Layout, Span
 from structret.search.index import SearchIndex, load_index
@@ -109,7 +109,8 @@ class Searcher:
         self.highlight_language = highlight_language  # a Pygments lexer name; None: plain text
         self.text_format = model.text_format.name or ""
         # the text format's linearizer reads its own texts back into fields, if it can
-        self._fields = optional("linearizer", model.text_format.linearizer, "fields")
+        linearizer = model.text_format.linearizer
+        self._fields = linearizer.fields if isinstance(linearizer, HasLayout) else None
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.max_batch = max_batch

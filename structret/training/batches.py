@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import torch
 
-from structret.contracts import Objective, TrainableBackbone
-from structret.contracts import check_corrupted, optional
+from structret.contracts import HasContrastiveInput, Objective, TrainableBackbone
+from structret.contracts import check_corrupted
 from structret.errors import TrainingError
 from structret.recipes import Recipe
 from structret.training.examples import Example
@@ -84,7 +84,8 @@ class Batches:
             )
             check_corrupted(self.corruption, corrupted, len(passages))
             batch["labels"] = corrupted.pop("labels")
-            if self.contrastive and optional("objective", self.corruption, "contrastive_input", "masked") == "unmasked":
+            if (self.contrastive and isinstance(self.corruption, HasContrastiveInput)
+                    and self.corruption.contrastive_input == "unmasked"):
                 # the LM loss reads the corrupted passage, the contrastive loss the clean one
                 batch["corrupted"] = corrupted
                 batch["passage"] = _tokenize(self.backbone, passages, "document", recipe.passage_max_len)

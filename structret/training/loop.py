@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from structret.contracts import check_needs, optional, run_check
+from structret.contracts import HasEntityExtractors, check_needs, run_check
 from structret.datasets import parse_data_spec
 from structret.errors import ArtifactError, TrainingError
 from structret.linearization import TextFormat
@@ -240,7 +240,8 @@ def train(recipe: Recipe, *, resume: bool = False,
         # the extractors whose entities the model learned to predict: structret serve marks those
         entities = {}
         for o, _ in objectives:
-            entities.update(optional("objective", o, "entity_extractors", dict)())
+            if isinstance(o, HasEntityExtractors):
+                entities.update(o.entity_extractors())
         if entities:
             meta["entities"] = entities
         save_model(final, backbone, meta)

@@ -43,8 +43,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from structret.contracts import Objective, TrainableBackbone
-from structret.contracts import optional
+from structret.contracts import (HasLmHeadIsNew, HasLmHeadParameters, HasLmWarmupOptions, Objective,
+                                 TrainableBackbone)
 from structret.errors import TrainingError
 from structret.training.objectives import with_role
 from structret.training.step import parameter_groups
@@ -107,14 +107,14 @@ def planned_steps(objectives: Sequence[tuple[Objective, float]], backbone: Train
     """``(steps, why)``: how many warm-up steps this run has. ``saved``: what the checkpoint a
     run resumes from recorded (it wins: ``auto`` would now find the checkpoint's head)."""
     corruption = with_role(objectives, "corruption")
-    options = optional("objective", corruption[0], "lm_warmup_options") if corruption else None
+    options = corruption[0].lm_warmup_options if corruption and isinstance(corruption[0], HasLmWarmupOptions) else None
     if saved is not None:
         return saved, "as the run being resumed resolved it"
     if options is None:
         return 0, "the objective has no lm_warmup"
     if options.lm_warmup != "auto":
         return options.lm_warmup, f"lm_warmup = {options.lm_warmup}"
-    if optional("backbone", backbone, "lm_head_is_new", False):
+    if isinstance(backbone, HasLmHeadIsNew) and backbone.lm_head_is_new:
         return options.lm_warmup_auto_steps, (f"lm_warmup = auto: {backbone.name} has no weights for its LM head, "
                                               f"so it starts random")
     return 0, "lm_warmup = auto: the checkpoint has its LM head"
@@ -130,11 +130,12 @@ def prepare(objectives: Sequence[tuple[Objective, float]], backbone: TrainableBa
     corruption = with_role(objectives, "corruption")
     assert corruption is not None  # a run whose steps include a warm-up has a corruption objective
     objective = corruption[0]
-    options = optional("objective", objective, "lm_warmup_options")
-    lister = optional("backbone", backbone, "lm_head_parameters")
-    head = list(lister()) if lister is not None else []
+    options = objective.lm_warmup_options if isinstance(objective, HasLmWarmupOptions) else None
+    assert options is not None  # planned_steps found steps in its options
+    lists = isinstance(backbone, HasLmHeadParameters)
+    head = list(backbone.lm_head_parameters()) if isinstance(backbone, HasLmHeadParameters) else []
     if not head:
-        what = ("declares no lm_head_parameters()" if lister is None
+        what = ("declares no lm_head_parameters()" if not lists
                 else "has no LM-head parameters of its own (its output matrix is the tied input embedding)")
         if saved is None and options.lm_warmup == "auto":
             return None, f"lm_warmup = auto, but backbone '{backbone.name}' {what}"
