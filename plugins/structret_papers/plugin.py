@@ -26,6 +26,9 @@ def register_suites(register):
     register("coir", "structret_papers.coir:coir_table",
              help="CoIR's leaderboard: every --system on every task folder under --data-root (each with corpus.jsonl, "
                   "queries.jsonl, qrels/test.tsv), nDCG@10 as CoIR computes it")
+    register("semble", "structret_papers.semble:semble_table",
+             help="semble's code-search benchmark: every --system indexes each repository under --data-root "
+                  "(repos.json, annotations/, repos/) and answers its queries; NDCG@10 as semble's harness scores")
 
 
 @hookimpl

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from structret.search.index import Hit, SearchIndex, load_index
     from structret.search.system import parse_fusion
     from structret.serving import serve
-    from structret.snippets import mark_terms, query_terms, readable
+    from structret.snippets import locate, mark_terms, query_terms, readable
 
 # the module that defines each name, imported on first use (the lightness the docstring promises);
 # tests/test_api.py checks this table and the imports above name the same things
@@ -70,7 +70,7 @@ _LAZY_MODULES = {
     "structret.search.index": ("Hit", "SearchIndex", "load_index"),
     "structret.search.system": ("parse_fusion",),
     "structret.serving": ("serve",),
-    "structret.snippets": ("mark_terms", "query_terms", "readable"),
+    "structret.snippets": ("locate", "mark_terms", "query_terms", "readable"),
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
@@ -80,7 +80,7 @@ __all__ = [
     "bench_suite", "broken_plugins", "build_index", "check_from_scratch", "check_names", "checked_once", "command_names", "create_mcp_server", "default_dataset", "defaults",
     "describe_plugin", "encode_dataset", "encoding_shard", "evaluate", "export_run", "extract_file", "filter_pairs",
     "index_embeddings", "index_source", "linearize_file", "list_plugins", "list_recipes", "load_command", "load_dataset",
-    "load_index", "load_model", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
+    "load_index", "load_model", "locate", "mine", "mine_negatives", "new_model", "open_model", "parse_fusion", "parse_options",
     "parse_settings", "parse_splits", "plugin_of_error", "mark_terms", "refresh_source", "query_terms", "readable", "run_bench", "run_mcp", "serve", "suite_needs_root", "train", "tune_fusion",
     "unverified", "update_index", "verify_tree",
 ]
