@@ -172,6 +172,7 @@ class RepoRun:
     index_seconds: float
     query_seconds: list[float]
     units: int
+    encoded: int = 0  # units encoded now (the others' vectors came from the vector cache)
     skipped: str = ""  # why nothing was indexed (then every query scores 0)
 
 
@@ -196,7 +197,7 @@ def run_repo(repo: Repo, system: str, out: Path, *, batch_size: int = 32) -> Rep
         latencies.append(time.perf_counter() - began)
         located = [_location(hit.id, repo.root) for hit in hits]
         scores.append(ndcg_at_10([h for h in located if h is not None], query.targets))
-    return RepoRun(scores, seconds, latencies, built.functions)
+    return RepoRun(scores, seconds, latencies, built.functions, built.encoded)
 
 
 def _location(doc_id: str, root: Path) -> tuple[str, int | None, int | None] | None:
@@ -232,7 +233,8 @@ def semble_table(root: str | os.PathLike, systems: list[str], *, batch_size: int
                 if run.skipped:
                     skipped.append(repo.name)
                 else:
-                    index_times.append(f"{repo.name} {run.index_seconds:.1f} s ({run.units} units)")
+                    index_times.append(f"{repo.name} {run.index_seconds:.1f} s ({run.units} units, "
+                                       f"{run.encoded} encoded)")
                 latencies += run.query_seconds
             values["macro"] = statistics.fmean(values[r.name] for r in repos)
             for category, each in by_category.items():
@@ -240,7 +242,8 @@ def semble_table(root: str | os.PathLike, systems: list[str], *, batch_size: int
             rows.append({"label": system, "block": "", "values": values, "paper": {}, "marks": [],
                          "system": {"name": system, "skipped": skipped}})
             p50 = statistics.median(latencies) * 1000 if latencies else math.nan
-            notes.append(f"{system}: cold index " + ("; ".join(index_times) or "none")
+            notes.append(f"{system}: index build (a new folder; vectors the vector cache holds are reused, so a "
+                         f"build is cold only where all its units were encoded) " + ("; ".join(index_times) or "none")
                          + f"; query p50 {p50:.1f} ms (encoding and search, in-process)"
                          + (f"; nothing indexed in {', '.join(skipped)} (no miner reads them): 0 there" if skipped
                             else ""))
