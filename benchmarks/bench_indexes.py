@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from structret.indexing import load_index
+from structret.search.saved import load_index
 from structret.registry import get_registry
 
 CASES = {

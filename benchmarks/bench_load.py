@@ -60,7 +60,7 @@ def build(work: Path, n: int, data: str) -> tuple[Path, Path]:
     from structret.api import SearchIndex
     from structret.artifacts import write_checksums
     from structret.registry import get_registry
-    from structret.stored_texts import TEXTS_FILE
+    from structret.search.texts import TEXTS_FILE
 
     new, old = work / "idx", work / "idx-whole-texts"
     if (new / "checksums.json").is_file() and (old / "checksums.json").is_file():

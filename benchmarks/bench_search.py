@@ -100,7 +100,7 @@ def real_vectors(n: int, queries: int, cache: Path) -> tuple[np.ndarray, np.ndar
 
 
 def timed_index(name: str, options: dict, vectors: np.ndarray, queries: np.ndarray, ids: list[str]):
-    from structret.indexing import load_index
+    from structret.search.saved import load_index
     from structret.registry import get_registry
 
     index = get_registry().create("index", name, vectors.shape[1], **options)

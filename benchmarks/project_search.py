@@ -2,7 +2,7 @@
 
 Each project is a source package the corpus keeps out of training (benchmarks/data/code_sources.toml,
 its ``valid`` and ``test`` packages; none in ../shared/RESERVED-SOURCES.md, which code_corpus.py
-checks), prepared by ``structret.api.projects``: docstrings blanked with line numbers kept,
+checks), prepared by ``structret.project.benchmark``: docstrings blanked with line numbers kept,
 their first paragraphs the queries, the answer a file and a line. Each project is indexed by
 ``index_source`` (what ``structret index`` runs) with MiniLM and ``bm25-project`` (bm25-fields' fields
 and a function's place: its file's path, its class, its callers), each field also scored alone so
@@ -14,7 +14,7 @@ that any field weights are scored from the same index, and these systems:
 - ``tuned``: that lexical side with the fusion (method and weight) best in macro MRR@10 over the
   validation projects;
 - ``tuned+coherence``, ``tuned+prior``, ``tuned+both``: that fusion with the query-time structure
-  levers of ``structret.api.projects`` (a file-coherence boost, a call-graph prior), each
+  levers of ``structret.project.benchmark`` (a file-coherence boost, a call-graph prior), each
   strength chosen on the validation projects from STRENGTHS (0 if nothing pays);
 - ``+path``, ``+scope``, ``+callers``, ``+calls``: the default fusion with one more field weighed in
   (its weight chosen on validation from FIELD_WEIGHTS), each lever alone;
@@ -86,7 +86,7 @@ def prepared_dir(args, split: str, language: str, folder: Path) -> Path:
 
 
 def prepare(args) -> None:
-    from structret.api.projects import SUMMARY, prepare_project
+    from structret.project.benchmark import SUMMARY, prepare_project
 
     for split in SPLITS:
         for language, folder in projects(args, split):
@@ -116,7 +116,7 @@ def model_tag(args) -> str:
 
 def scored(args, model) -> dict[str, list[tuple[str, object]]]:
     """Each split's (language, Candidates), indexed with ``model`` and bm25-project."""
-    from structret.api.projects import candidates
+    from structret.project.benchmark import candidates
 
     found: dict[str, list[tuple[str, object]]] = {}
     for split in SPLITS:
@@ -135,7 +135,7 @@ def scored(args, model) -> dict[str, list[tuple[str, object]]]:
 
 def run_model(args) -> None:
     """A trained run in a whole project, fused as ``structret index`` fuses it; see the module's doc."""
-    from structret.api.projects import metrics
+    from structret.project.benchmark import metrics
     from structret.search.fusion import grid, parse
     from structret.models import load_model
 
@@ -161,7 +161,7 @@ def run_model(args) -> None:
 def run(args) -> None:
     import itertools
 
-    from structret.api.projects import metrics
+    from structret.project.benchmark import metrics
     from structret.search.fusion import grid
     from structret.models import load_model
 

@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from structret.datasets import load_dataset
-    from structret.keyvalue import parse_options
+    from structret.registry.keyvalue import parse_options
     from structret.evaluation import make_protocol
     from structret.evaluation.protocols import own_text, query_text
     from structret.registry import get_registry

@@ -439,7 +439,7 @@ class Index(Protocol):
       products) or ``"cosine"`` (inner products of unit vectors; scale does not matter).
     - ``add(ids, vectors)``: string ids (any unicode), one per row of a ``[n, dim]`` matrix;
       several adds equal one. A repeated id, a count mismatch, a wrong dimension or a NaN
-      raises ``ValueError`` (``structret.indexing.IndexInputError``) naming the problem, and
+      raises ``ValueError`` (``structret.search.saved.IndexInputError``) naming the problem, and
       leaves the index as it was. Zero rows are a no-op.
     - ``search(queries, k)``: ``(scores, ids)``, scores float32 ``[n, k']`` best first with
       ``k' = min(k, len(self))`` for every row (an empty index gives ``[n, 0]``), each score
@@ -449,7 +449,7 @@ class Index(Protocol):
       must be 1.0); an index without it is approximate (recall@10 >= 0.9 on unit vectors with
       its default options).
     - ``save(path, meta)`` through ``structret.artifacts.atomic_dir``: ``structret.json``
-      (``structret.indexing.base_meta``, the caller's ``meta`` kept) plus checksummed files;
+      (``structret.search.saved.base_meta``, the caller's ``meta`` kept) plus checksummed files;
       an interrupted save leaves the previous index. Classmethod ``load(path)`` gives the
       same results as the saved index (an exact one: as before saving) and rejects a
       truncated file; using a loaded index never changes the saved files (an index kept on a
@@ -723,7 +723,7 @@ class HasLayout(Protocol):
 @runtime_checkable
 class HasRemove(Protocol):
     """remove(ids): drop every id in the sequence from the index, so len() shrinks and no search returns them;
-    an id it does not hold, or one listed twice, raises ValueError (structret.indexing.IndexInputError)
+    an id it does not hold, or one listed twice, raises ValueError (structret.search.saved.IndexInputError)
     naming it and removes nothing; [] is a no-op. A removed id may be added again, with any vector. save()
     after remove() saves the index without them, and a loaded index removes alike (structret index --remove
     needs it)"""

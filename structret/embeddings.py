@@ -37,7 +37,7 @@ from structret.artifacts import (
     write_meta,
 )
 from structret.errors import ArtifactError, StructretError
-from structret.stored_texts import write_texts
+from structret.search.texts import write_texts
 
 EMBEDDINGS_FILE = "embeddings.npy"
 IDS_FILE = "ids.json"

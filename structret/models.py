@@ -163,6 +163,10 @@ def trained_model(path: str, *, verify: bool = True) -> TrainedModel | None:
         directory = final
     if not (directory / META_FILE).is_file() and not (directory / CHECKSUMS_FILE).is_file():
         return None  # a model directory that structret train did not write, or a hub id
+    from structret.onnx_encoder import is_onnx_export
+
+    if is_onnx_export(directory):
+        return None  # structret export --format onnx: checksummed, but no run (open_model opens it)
     try:
         meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -182,8 +186,18 @@ def open_model(backbone: str | None, model: str | TrainedModel | None = None, op
     a run of ``structret train`` (its path, or the TrainedModel ``trained_model`` found, so a run
     checked once is not hashed again): then the run's backbone, weights and text format are used.
     ``weights_only``: a run gives only its weights, and ``backbone`` (required) and ``options``
-    stay as given: training continues from a run with its own recipe's backbone."""
+    stay as given: training continues from a run with its own recipe's backbone.
+
+    A folder of ``structret export --format onnx`` (or a model's ONNX copy) is opened as ``load_model``
+    opens it, with onnxruntime and no torch, whatever ``backbone`` says: an index built with one records
+    backbone ``onnx`` and the folder, and ``structret search`` reopens it here."""
     options = dict(options or {})
+    if isinstance(model, (str, os.PathLike)) and not weights_only:
+        from structret.onnx_encoder import is_onnx_export
+
+        if is_onnx_export(model):
+            verify_checksums(model, verify=verify)
+            return load_onnx_model(model, **options)
     trained: TrainedModel | None
     if isinstance(model, TrainedModel):
         trained, model = model, model.directory

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from structret.exporting.errors import require as require_modules
     from structret.onnx_encoder import OnnxEncoder
     from structret.exporting.onnx_graph import write_checked as write_checked_onnx
-    from structret.indexing import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_k, check_metric,
+    from structret.search.saved import (IndexInputError, SavedFiles, as_matrix, base_meta, check_ids, check_k, check_metric,
                                     check_removal, normalize_rows, read_ids, read_index_meta, write_ids)
     from structret.evaluation import evaluate_retriever, make_protocol
     from structret.search.system import make_retriever
@@ -72,7 +72,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _INDEXING:
-        from structret import indexing  # numpy: kept out of a plugin's options module (structret plugins, --help)
+        from structret.search import saved as indexing  # numpy: kept out of a plugin's options module (structret plugins, --help)
 
         return getattr(indexing, name)
     if name in _PARENTS:

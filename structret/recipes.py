@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from structret import defaults
 from structret.errors import ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError  # noqa: F401  (importers)
-from structret.plugin_tables import (  # noqa: F401  (parse_objectives, parse_options_field: importers)
+from structret.registry.tables import (  # noqa: F401  (parse_objectives, parse_options_field: importers)
     Settings,
     parse_objectives,
     parse_options_field,

@@ -707,7 +707,7 @@ def test_an_import_inside_a_function_without_a_reason_or_of_something_light_is_f
             "    )\n"
             "    from concurrent.futures import ProcessPoolExecutor  # multiprocessing, ~9 ms\n"
         ),
-        "structret/registry.py": "",
+        "structret/registry/__init__.py": "",
         "structret_plugin/b.py": "def f():\n    import json\n",  # a plugin: not core's rule
     })
     heavy = heavy_reached(modules)

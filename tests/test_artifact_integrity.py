@@ -157,7 +157,7 @@ def test_an_index_from_before_texts_were_checksummed_shows_ids_and_says_why(idx)
 
 def test_load_index_takes_verify_and_warns_once(idx, capsys):
     from structret.errors import ArtifactError
-    from structret.indexing import load_index
+    from structret.search.saved import load_index
 
     (idx / CHECKSUMS_FILE).unlink()
     with pytest.raises(ArtifactError, match="is missing, so the files of"):

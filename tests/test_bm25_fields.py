@@ -190,7 +190,7 @@ def test_bm25_project_finds_a_function_by_its_file_class_and_callers(fresh_regis
 def test_an_index_of_items_gives_its_lexical_side_their_aspects_and_keeps_them_across_updates(tmp_path,
                                                                                             fresh_registry):
     import structret
-    from structret.api.updates import apply_update
+    from structret.search.update import apply_update
     from structret.records import Dataset, ItemRecord, ReadStats
 
     items = {"vim": ItemRecord("vim", title="vim", content="a text editor", aspects={"section": ["editors"]}),

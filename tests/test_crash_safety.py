@@ -25,7 +25,7 @@ import torch
 from _tiny_models import _WORDS, tiny_bert_dir, one_torch_thread  # noqa: F401  (fixtures)
 
 from structret.artifacts import atomic_dir, verify_checksums, write_meta
-from structret.indexing import load_index
+from structret.search.saved import load_index
 from structret.training import checkpoints
 
 TOTAL, EVERY = 24, 4

@@ -17,7 +17,7 @@ import pytest
 
 from structret import artifacts
 from structret.errors import ArtifactError, PluginError
-from structret.indexing import load_index
+from structret.search.saved import load_index
 from structret.registry import get_registry
 
 DIM = 24

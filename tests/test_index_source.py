@@ -264,7 +264,7 @@ def test_a_rerun_encodes_edited_functions_with_the_models_onnx_copy_without_torc
 
     import numpy as np
 
-    from structret.api import sources
+    from structret.project import index as sources
     from structret.models import open_model
     from structret.search.index import load_index
 

@@ -209,7 +209,7 @@ def test_an_interrupted_update_leaves_the_previous_index(tmp_path, corpora, tiny
         return swap(staged, final)
 
     if where == "texts":  # the new index files are written, its texts not yet
-        monkeypatch.setattr("structret.stored_texts.write_texts", crash)
+        monkeypatch.setattr("structret.search.texts.write_texts", crash)
     else:
         monkeypatch.setattr(artifacts, "_exchange", crash_at_the_swap)
     with pytest.raises(KeyboardInterrupt):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from structret.errors import ArtifactError
-from structret.indexing import load_index
+from structret.search.saved import load_index
 from structret.contracts import Index
 from structret_indexes.flat import FlatIndex
 from structret_indexes.hnsw import HNSWIndex
@@ -320,7 +320,7 @@ def test_a_truncated_or_damaged_artifact_is_caught_by_its_checksums(tmp_path):
 
     from structret.artifacts import CHECKSUMS_FILE, verify_checksums
     from structret.errors import ArtifactError
-    from structret.indexing import load_index
+    from structret.search.saved import load_index
     from structret.registry import get_registry
 
     index = get_registry().create("index", "flat", 8)

@@ -277,7 +277,7 @@ def test_madral_c_reads_the_aspects_layout_after_its_slots(tmp_path, tiny_bert_d
 def test_a_backbone_option_whose_value_holds_commas_is_one_option(tmp_path, tiny_bert_dir):
     """The README's --backbone-option aspect_slots=brand,color: a comma starts a new option only before KEY=."""
     from structret.cli import cli
-    from structret.plugin_tables import parse_options_field
+    from structret.registry.tables import parse_options_field
 
     assert parse_options_field("aspect_slots=section,use,max_length=32") == {"aspect_slots": "section,use",
                                                                             "max_length": "32"}

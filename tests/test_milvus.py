@@ -16,7 +16,7 @@ import pytest
 
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
 from structret.errors import ArtifactError, PluginError
-from structret.indexing import IndexInputError, load_index
+from structret.search.saved import IndexInputError, load_index
 from structret.registry import get_registry
 
 try:
@@ -395,7 +395,7 @@ def _hybrid(kind, fusion, seed=0, lexical="bm25"):
 def test_milvus_holds_the_lexical_side_and_reads_identifier_parts(tmp_path, fresh_registry):
     from structret.search.index import load_index as load_search_index
     from structret.search.lexical import IndexHeldSide
-    from structret.stored_texts import TextStore
+    from structret.search.texts import TextStore
 
     index = _hybrid("milvus", "zscore:1")  # the lexical side alone decides
     assert isinstance(index.lexical, IndexHeldSide) and index.lexical.retriever._model is None  # no BM25 fitted

@@ -247,7 +247,7 @@ def test_listing_every_plugins_options_imports_nothing_heavy():
 
 def test_command_line_options_stay_text_until_the_options_model_types_them():
     """query_prefix=1 is the prefix "1" (a str option), max_length=32 the number (an int option), as --set gives them."""
-    from structret.keyvalue import parse_options
+    from structret.registry.keyvalue import parse_options
     from structret.registry import get_registry
 
     given = parse_options(["query_prefix=1", "max_length=32", "normalize=false"])

@@ -1,4 +1,4 @@
-"""The whole-project benchmark (structret.api.projects): docstrings blanked with their lines
+"""The whole-project benchmark (structret.project.benchmark): docstrings blanked with their lines
 kept, their summaries the queries, each answer a file and a last line, every fusion scored from one index."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from _scripts import load_script
 from _tiny_models import tiny_bert_dir  # noqa: F401  (fixture)
-from structret.api.projects import (CUTOFF, first_paragraph, metrics, prepare_project, read_queries,
+from structret.project.benchmark import (CUTOFF, first_paragraph, metrics, prepare_project, read_queries,
                                            without_name)
 
 PYTHON = '''import json
@@ -114,7 +114,7 @@ def test_metrics_of_ranks():
 
 
 def test_every_fusion_is_scored_from_one_index(project, tmp_path, tiny_bert_dir, fresh_registry):
-    from structret.api.projects import candidates
+    from structret.project.benchmark import candidates
     from structret.models import load_model
 
     out = tmp_path / "prepared"
@@ -132,7 +132,7 @@ def test_every_fusion_is_scored_from_one_index(project, tmp_path, tiny_bert_dir,
 
 
 def test_the_call_graph_prior_counts_callers_by_name():
-    from structret.api.projects import call_graph_prior
+    from structret.project.benchmark import call_graph_prior
     from structret_lexical.fields import split_fields
 
     prior = call_graph_prior({"a": "def a(x):\n    return b(x) + c(x)\n", "b": "def b(y):\n    return c(y)\n",
@@ -144,7 +144,7 @@ def test_the_call_graph_prior_counts_callers_by_name():
 def test_the_structure_levers_reorder_the_fused_hits():
     import numpy as np
 
-    from structret.api.projects import Candidates
+    from structret.project.benchmark import Candidates
 
     docs = ["x1", "y1", "y2", "z1"]
     where = {"x1": ("x.py", 1), "y1": ("y.py", 1), "y2": ("y.py", 9), "z1": ("z.py", 1)}

@@ -241,7 +241,7 @@ def test_an_internal_error_is_a_500_without_details_and_is_logged(served, monkey
 
 
 def test_structrets_own_error_during_a_search_is_a_500_with_its_sentence(served, monkeypatch):
-    from structret.indexing import IndexInputError
+    from structret.search.saved import IndexInputError
 
     def damaged(*args, **kwargs):
         raise IndexInputError("HNSW search found fewer than k=5 neighbours; raise ef")

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from structret import stored_texts
+from structret.search import texts as stored_texts
 from structret.artifacts import write_checksums
-from structret.stored_texts import TEXTS_FILE, TextStore, concatenate_texts, open_index_texts, write_texts
+from structret.search.texts import TEXTS_FILE, TextStore, concatenate_texts, open_index_texts, write_texts
 
 
 @pytest.fixture(autouse=True)

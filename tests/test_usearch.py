@@ -9,7 +9,7 @@ import pytest
 
 from structret.artifacts import write_checksums
 from structret.errors import ArtifactError
-from structret.indexing import load_index
+from structret.search.saved import load_index
 
 pytest.importorskip("usearch", reason="usearch is not installed: pip install 'structret[usearch]'")
 from structret_indexes.usearch_index import USearchIndex  # noqa: E402

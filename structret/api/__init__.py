@@ -24,21 +24,21 @@ if TYPE_CHECKING:
     from structret.api.encoding import EncodeResult, encode_dataset, encoding_shard
     from structret.api.mcp import create_mcp_server, run_mcp
     from structret.api.runs import Run, evaluate, list_recipes, train, tune_fusion
-    from structret.api.sources import SourceIndexResult, index_source, refresh_source
+    from structret.project.index import SourceIndexResult, index_source, refresh_source
     from structret.api.tables import TableRun, bench_folders, bench_recipes, bench_suite, suite_needs_root
-    from structret.api.updates import UpdateResult, update_index
+    from structret.search.update import UpdateResult, update_index
     from structret.artifacts import checked_once, unverified, verify_tree
     from structret.bench import default_dataset, run_bench
     from structret.datasets import load_dataset
     from structret.exporting import export_run
     from structret.extraction import extract_file
-    from structret.keyvalue import parse_options
+    from structret.registry.keyvalue import parse_options
     from structret.search.build import build_index, index_embeddings
     from structret.linearization import linearize_file
     from structret.models import Model, ModelChoice, check_from_scratch, load_model, new_model, open_model
     from structret.mining import DEFAULT_EXCLUDE, mine, parse_splits
     from structret.negatives import NegativeFilter, mine_negatives
-    from structret.plugin_tables import parse_settings
+    from structret.registry.tables import parse_settings
     from structret.search.index import Hit, SearchIndex, load_index
     from structret.search.system import parse_fusion
     from structret.serving import serve
@@ -52,20 +52,20 @@ _LAZY_MODULES = {
     "structret.api.encoding": ("EncodeResult", "encode_dataset", "encoding_shard"),
     "structret.api.mcp": ("create_mcp_server", "run_mcp"),
     "structret.api.runs": ("Run", "evaluate", "list_recipes", "train", "tune_fusion"),
-    "structret.api.sources": ("SourceIndexResult", "index_source", "refresh_source"),
+    "structret.project.index": ("SourceIndexResult", "index_source", "refresh_source"),
     "structret.api.tables": ("TableRun", "bench_folders", "bench_recipes", "bench_suite", "suite_needs_root"),
-    "structret.api.updates": ("UpdateResult", "update_index"),
+    "structret.search.update": ("UpdateResult", "update_index"),
     "structret.artifacts": ("checked_once", "unverified", "verify_tree"),
     "structret.bench": ("default_dataset", "run_bench"),
     "structret.datasets": ("load_dataset",),
     "structret.exporting": ("export_run",),
     "structret.extraction": ("extract_file",),
-    "structret.keyvalue": ("parse_options",),
+    "structret.registry.keyvalue": ("parse_options",),
     "structret.linearization": ("linearize_file",),
     "structret.models": ("Model", "ModelChoice", "check_from_scratch", "load_model", "new_model", "open_model"),
     "structret.mining": ("DEFAULT_EXCLUDE", "mine", "parse_splits"),
     "structret.negatives": ("NegativeFilter", "mine_negatives"),
-    "structret.plugin_tables": ("parse_settings",),
+    "structret.registry.tables": ("parse_settings",),
     "structret.search.build": ("build_index", "index_embeddings"),
     "structret.search.index": ("Hit", "SearchIndex", "load_index"),
     "structret.search.system": ("parse_fusion",),

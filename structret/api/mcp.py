@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from structret.api.sources import refresh_source
+from structret.project.index import refresh_source
 from structret.errors import StructretError
 from structret.search.index import Hit, SearchIndex, load_index
 from structret.snippets import readable

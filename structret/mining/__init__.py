@@ -52,7 +52,7 @@ from structret.mining.rules import (
 )
 from structret.mining.run import MineReport, mine, parse_splits
 from structret.mining.shards import DEFAULT_CHUNK_FILES, SHARDS_SUFFIX, Job, mine_file
-from structret.mining.sources import DEFAULT_EXCLUDE, git_head
+from structret.mining.walk import DEFAULT_EXCLUDE, git_head
 
 __all__ = [
     "DEFAULT_CHUNK_FILES", "DEFAULT_EXCLUDE", "RULES", "RULE_DUNDER", "RULE_DUPLICATE", "RULE_NO_DOC",

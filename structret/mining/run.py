@@ -28,7 +28,7 @@ from structret.mining.shards import (
     prepare_shard_dir,
     read_shard,
 )
-from structret.mining.sources import DEFAULT_EXCLUDE, git_head, source_files
+from structret.mining.walk import DEFAULT_EXCLUDE, git_head, source_files
 
 MAX_EXAMPLES = 10  # skipped files named in the summary
 

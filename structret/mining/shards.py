@@ -35,7 +35,7 @@ from structret.mining.rules import (
     structure_pair,
     tokenize_docstring,
 )
-from structret.mining.sources import read_source
+from structret.mining.walk import read_source
 
 # Mining writes shards of DEFAULT_CHUNK_FILES files to OUT + SHARDS_SUFFIX; each shard's
 # name carries a hash of everything its content depends on, so a shard left by an

@@ -146,7 +146,7 @@ def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike,
     order) into ``out``, with the texts; return (vectors, parts). Shards are read one at a time,
     so the corpus need not fit in memory twice."""
     from structret.embeddings import collect_parts  # numpy: kept out of import structret.api
-    from structret.stored_texts import concatenate_texts  # numpy: kept out of import structret.api
+    from structret.search.texts import concatenate_texts  # numpy: kept out of import structret.api
 
     parts = collect_parts(paths, verify=verify)
     meta = parts[0].meta

@@ -21,7 +21,7 @@ from structret.search.lexical import LexicalSide, load_side, new_side
 from structret.search.system import decide_fusion
 
 if TYPE_CHECKING:  # numpy comes with it: imported where an index is loaded
-    from structret.indexing import SavedFiles
+    from structret.search.saved import SavedFiles
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class SearchIndex:
         self._model = model
 
     def _check(self, model: Model) -> None:
-        from structret.indexing import check_same_model  # numpy: kept out of import structret.api
+        from structret.search.saved import check_same_model  # numpy: kept out of import structret.api
 
         check_same_model(self.path or "(in memory)", self.meta.get("model"), model.name)
 
@@ -182,7 +182,7 @@ class SearchIndex:
             self._check(model)
         if queries is None:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
-        from structret.indexing import check_k  # numpy: not at import time, see the module's top
+        from structret.search.saved import check_k  # numpy: not at import time, see the module's top
 
         check_k(k)  # before the queries are encoded
         single = isinstance(queries, str)
@@ -194,7 +194,7 @@ class SearchIndex:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
         model): search without encoding, for callers that time or batch the encoding themselves.
         A hybrid index also needs the query ``texts`` (one per row) for its lexical side."""
-        from structret.indexing import check_k  # numpy: kept out of import structret.api
+        from structret.search.saved import check_k  # numpy: kept out of import structret.api
 
         k = check_k(k)
         texts_by_id = self.texts or {}
@@ -223,7 +223,7 @@ class SearchIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
-        from structret.stored_texts import write_texts  # numpy: kept out of import structret.api
+        from structret.search.texts import write_texts  # numpy: kept out of import structret.api
 
         self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
                         | {"model": self.meta.get("model")})
@@ -237,7 +237,7 @@ class SearchIndex:
     def _save_added_texts(self, path: Path) -> bool:
         """Hard-link the texts files this index was loaded with and write only the texts added since, as one
         more file; False (write them all) if any was removed, or the files are not the ones loaded."""
-        from structret.stored_texts import TextStore, write_texts  # numpy: kept out of import structret.api
+        from structret.search.texts import TextStore, write_texts  # numpy: kept out of import structret.api
 
         assert self.texts is not None  # save calls this only for an index with texts
         origin = self._texts_origin
@@ -317,8 +317,8 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     checksums.json (``verify=False``: used anyway, with a warning). Its model is loaded on
     the first search without one. ``texts=False`` skips reading the texts."""
     # numpy: kept out of import structret.api
-    from structret.indexing import SavedFiles, load_index as load_plugin_index
-    from structret.stored_texts import TextStore, open_index_texts, stored_files
+    from structret.search.saved import SavedFiles, load_index as load_plugin_index
+    from structret.search.texts import TextStore, open_index_texts, stored_files
 
     with verified(path, verify=verify):  # checked once, though read three times
         meta = read_meta(path)

@@ -31,7 +31,7 @@ a different resolved recipe and so a cached run per seed; untrained cells are ev
 This package imports only the standard library at import time.
 """
 
-from structret.plugin_tables import parse_settings
+from structret.registry.tables import parse_settings
 from structret.suites.build import assign_data, recipes_table, suite_table
 from structret.suites.files import (Suite, SuiteDataset, SuiteError, SuiteMetric, SuiteRow, list_suites, load_suite,
                                     suite_entry)

@@ -1,6 +1,6 @@
 """The tables of ``structret bench --recipe`` (``recipes_table``) and ``--suite``
 (``suite_table``, with ``assign_data`` matching ``--data`` to a suite's datasets), and
-``structret.plugin_tables.parse_settings`` for their ``--set FIELD=VALUE``."""
+``structret.registry.tables.parse_settings`` for their ``--set FIELD=VALUE``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The vectors of an index of a source folder: the model's own, reused from the vector cache
 (structret.vector_cache) where it holds them, and the model's ONNX copy (a backbone's ``onnx_twin``),
 recorded in the index's manifest when it is built, with which a re-run encodes a few edited functions
-without importing torch or transformers (structret.api.sources)."""
+without importing torch or transformers (structret.project.index)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ of its functions), so a re-run
   place (``updates.apply_update``: the same atomic swap as ``structret index --add/--remove``), the
   vectors of unchanged texts kept in ``STRUCTRET_CACHE`` (structret.vector_cache);
 - with nothing changed, answers without loading the model;
-- encodes a few edited functions with the model's ONNX copy made at build (structret.source_vectors),
+- encodes a few edited functions with the model's ONNX copy made at build (structret.project.vectors),
   so it imports neither torch nor transformers (seconds of a re-run's start).
 
 A file that no longer parses keeps its previous functions and is named in the result. A different
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from structret import defaults
-from structret.api.updates import apply_update, update_lock
+from structret.search.update import apply_update, update_lock
 from structret.artifacts import atomic_dir, verify_checksums
 from structret.contracts import HasClose, HasFingerprint, HasRemove, HasStandardMethods
 from structret.datasets import load_dataset
@@ -45,8 +45,8 @@ from structret.models import Model, ModelChoice, load_model
 from structret.registry import get_registry
 from structret.search.build import build_index, lexical_reader
 from structret.search.index import load_index
-from structret.source_vectors import encode, make_twin, open_twin, vectors_key
-from structret.source_files import FORMAT, read_manifest, rel_of, same_request, scan, sha256, write_manifest
+from structret.project.vectors import encode, make_twin, open_twin, vectors_key
+from structret.project.files import FORMAT, read_manifest, rel_of, same_request, scan, sha256, write_manifest
 
 # a change touching more files than this share (and at least _REBUILD_MIN of them) is mined from scratch,
 # in worker processes, rather than file by file
@@ -386,7 +386,7 @@ def refresh_source(out: str | os.PathLike, *, batch_size: int = 32, show_progres
 def _previous_texts(out: str | os.PathLike) -> dict[str, str]:
     """The texts of the index already at ``out`` (empty: none, one without texts, or a damaged one,
     which is replaced: then everything counts as new). Only the texts are read, not the index."""
-    from structret.stored_texts import read_index_texts  # numpy: kept out of import structret.api
+    from structret.search.texts import read_index_texts  # numpy: kept out of import structret.api
 
     if not (Path(out) / "structret.json").is_file():
         return {}

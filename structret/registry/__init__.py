@@ -22,7 +22,7 @@ import pluggy
 
 from structret import contracts, hookspecs
 from structret.errors import PluginError, StructretError
-from structret.plugin_entry import _PLUGIN_FAULTS, BrokenPlugin, PluginEntry, _bind, _describe
+from structret.registry.entry import _PLUGIN_FAULTS, BrokenPlugin, PluginEntry, _bind, _describe
 
 ENTRY_POINT_GROUP = "structret"
 ALLOW_ENV = "STRUCTRET_LOAD_PLUGINS"
@@ -268,7 +268,7 @@ def build_registry() -> Registry:
             continue
         registry.add(entry)
         # a target in core's own package (a protocol class) does not make core's code that plugin's
-        if isinstance(entry.target, str) and entry.target.partition(".")[0].partition(":")[0] != __package__:
+        if isinstance(entry.target, str) and entry.target.partition(".")[0].partition(":")[0] != __name__.partition(".")[0]:
             registry.packages.setdefault(entry.target.partition(".")[0].partition(":")[0],
                                          (entry.plugin, entry.distribution))
     return registry

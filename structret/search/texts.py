@@ -6,7 +6,7 @@ reads it as one file, and ``texts.lookup`` beside it says where each member star
 member and row each id sits (by a 64-bit hash of the id, sorted). A search then reads the few
 members its hits are in; before, a load decoded every row of the file (1M functions: ~5 s of a
 5.5 s load). Index updates add one more pair per update (``texts.00001.jsonl.gz`` and
-``texts.00001.lookup``, ...), so an update writes only its own texts (structret.api.updates).
+``texts.00001.lookup``, ...), so an update writes only its own texts (structret.search.update).
 
 Texts files without a lookup (written by an earlier structret) are read whole, as before.
 """

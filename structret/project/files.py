@@ -1,6 +1,6 @@
 """The manifest of an index built from a source folder (``OUT/source-files.json``): each file's size,
 modification time, SHA-256 and the ids of its functions, so a re-run of ``structret index SOURCE``
-reads and mines only what changed (structret.api.sources).
+reads and mines only what changed (structret.project.index).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from structret import defaults
 from structret.artifacts import verify_checksums
 from structret.errors import ArtifactError
 from structret.search.build import choose_index
-from structret.mining.sources import DEFAULT_EXCLUDE, source_files
+from structret.mining.walk import DEFAULT_EXCLUDE, source_files
 from structret.registry import get_registry
 
 MANIFEST = "source-files.json"

@@ -60,8 +60,8 @@ def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) ->
     """Removing, and refitting a lexical side, need every text; an update that only adds reads none
     and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
     # numpy: kept out of import structret.api
-    from structret.indexing import SavedFiles
-    from structret.stored_texts import lookup_name, read_index_texts, stored_files, text_files
+    from structret.search.saved import SavedFiles
+    from structret.search.texts import lookup_name, read_index_texts, stored_files, text_files
 
     names = text_files(path)
     if not names:
@@ -118,7 +118,7 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
     lexical side reads them, SearchIndex.readings), refit the lexical side, and swap the result in at
     ``path`` in one rename; ``extra(staged)`` writes more files into the new folder before it is sealed
     (checksummed with the rest). The caller holds ``update_lock``."""
-    from structret.indexing import IndexInputError  # numpy: kept out of import structret.api
+    from structret.search.saved import IndexInputError  # numpy: kept out of import structret.api
 
     kept_texts = found.texts if isinstance(found.texts, dict) else None
     if found.texts is not None and kept_texts is None:
@@ -166,14 +166,14 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
 def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
     """(ids, vectors, texts or None, readings or None) of what ``add`` names, made by the index's model; the
     readings (SearchIndex.readings) when a lexical side reads a dataset's records its own way."""
-    from structret.indexing import check_same_model  # numpy: kept out of import structret.api
+    from structret.search.saved import check_same_model  # numpy: kept out of import structret.api
 
     if os.path.isdir(add) and (os.path.isfile(os.path.join(add, META_FILE))
                                or any(name.startswith("shard-") for name in os.listdir(add))):
         import numpy as np  # numpy: kept out of import structret.api
 
         from structret.embeddings import collect_parts  # numpy: kept out of import structret.api
-        from structret.stored_texts import read_index_texts  # numpy: kept out of import structret.api
+        from structret.search.texts import read_index_texts  # numpy: kept out of import structret.api
 
         parts = collect_parts([add], verify=verify)
         check_same_model(path, found.meta.get("model"), parts[0].meta.get("model"))

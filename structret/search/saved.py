@@ -135,7 +135,7 @@ def read_index_meta(path: str | os.PathLike, name: str) -> dict:
     if meta.get("index") != name:
         raise ArtifactError(
             f"{path} holds a {meta.get('index')!r} index, not a {name!r} one. "
-            f"Load it with structret.indexing.load_index(path), which picks the right class."
+            f"Load it with structret.search.saved.load_index(path), which picks the right class."
         )
     for key in ("dim", "count"):
         if not isinstance(meta.get(key), int) or meta[key] < 0 or (key == "dim" and meta[key] == 0):

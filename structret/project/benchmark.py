@@ -33,14 +33,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from structret.api.sources import index_source
+from structret.project.index import index_source
 from structret.contracts import HasBlankDocstrings, HasSplit
 from structret.errors import DataError
 from structret.mining import mine
 from structret.registry import get_registry
 from structret.search.index import fuse_candidates, load_index
 from structret.snippets import locate
-from structret.source_files import scan
+from structret.project.files import scan
 
 QUERIES = "queries.jsonl"
 SUMMARY = "project.json"

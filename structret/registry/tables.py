@@ -16,7 +16,7 @@ import warnings
 from typing import AbstractSet, Any
 
 from structret.datasets import parse_data_spec
-from structret.keyvalue import parse_options, parse_pairs
+from structret.registry.keyvalue import parse_options, parse_pairs
 from structret.errors import DataError, ObjectiveError, PluginError, RecipeError, RecipeWarning, StructretError
 from structret.registry import get_registry
 
