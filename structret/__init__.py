@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     if name in _API:
-        from structret import api  # all of core, ~75 ms: kept out of import structret (a plugin's hookimpl)
+        from structret import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'structret' has no attribute {name!r}")

@@ -73,7 +73,7 @@ def own_ranks(retriever: Retriever, dataset: Dataset, *, within: str = "language
 def own_ranks_and_scores(retriever: Retriever, dataset: Dataset, *, within: str = "language", chunk: int = 512
                          ) -> dict[str, tuple[int, float]]:
     """``own_ranks``, each with the teacher's score of the pair (a dense teacher's: their dot product)."""
-    import numpy as np  # numpy: kept out of import structret.api
+    import numpy as np
 
     if within not in ("language", "all"):
         raise StructretError(f"within must be 'language' or 'all', not {within!r}.")

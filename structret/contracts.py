@@ -294,14 +294,14 @@ def check_needs(objective: Objective, backbone: Any) -> None:
 
 
 def _scalar(value: Any) -> bool:
-    import torch  # torch: kept out of import structret.api
+    import torch
 
     return isinstance(value, torch.Tensor) and value.dim() == 0
 
 
 def check_corrupted(objective: Objective, batch: Any, rows: int) -> None:
     """What ``corrupt`` returned for ``rows`` texts (rule corrupt-labels)."""
-    import torch  # torch: kept out of import structret.api
+    import torch
 
     if not isinstance(batch, dict) or not all(isinstance(batch.get(k), torch.Tensor) for k in ("input_ids", "labels")):
         what = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
@@ -315,7 +315,7 @@ def check_contrastive_loss(objective: Objective, loss: Any, *, finite: bool = Fa
     """A contrastive loss: a scalar tensor (rule contrastive-loss). ``finite``: also check its
     value (a sync on a GPU; structret.testing does, the trainer does not, since a diverging run
     is not a broken plugin)."""
-    import torch  # torch: kept out of import structret.api
+    import torch
 
     if not isinstance(loss, torch.Tensor):
         raise broken("objective", objective.name, "contrastive-loss", f"it returned a {type(loss).__name__}")
@@ -339,7 +339,7 @@ def run_check(objective: Objective, backbone: Any) -> None:
 
 
 def _check_graph(objective: Objective, loss: Any) -> None:
-    import torch  # torch: kept out of import structret.api
+    import torch
 
     if torch.is_grad_enabled() and not loss.requires_grad:
         raise broken("objective", objective.name, "loss-graph", "its loss has no gradient to train with")
@@ -357,7 +357,7 @@ def check_auxiliary_loss(objective: Objective, result: Any) -> tuple["torch.Tens
 
 def check_loss_mean(objective: AuxiliaryObjective, backbone: Any, texts: list[str], rows: list[Any]) -> None:
     """Rule loss-mean: the passages once and twice, dropout off, give one mean and twice the count."""
-    import torch  # torch: kept out of import structret.api
+    import torch
 
     module = backbone.training_module
     was_training = module.training

@@ -29,7 +29,7 @@ def load_dataset(spec: str, split: str | None = None, *, need: Sequence[str] = (
     completed by its options model. Raises DataError for a bad spec or unreadable file, or when
     a part in ``need`` ("documents", "queries", "judgments") is empty; PluginError for an
     unknown format or option (listing the reader's options)."""
-    from structret.options import CORE_ARGUMENTS  # pydantic: kept out of import structret.api
+    from structret.options import CORE_ARGUMENTS
 
     fmt, path = parse_data_spec(spec)
     core = [key for key in CORE_ARGUMENTS["dataset"] if key in options]

@@ -121,7 +121,7 @@ def encode_resumably(
     and ``dim``; its ``_SAME`` fields and the rows' fingerprint decide whether an existing
     ``target`` or chunk is reused.
     """
-    from tqdm import tqdm  # tqdm: loaded to encode, not by import structret.embeddings
+    from tqdm import tqdm
 
     if chunk_rows < 1:
         raise StructretError(f"chunk_rows must be at least 1, got {chunk_rows}.")

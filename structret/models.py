@@ -103,7 +103,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
     Raises PluginError for an unknown name or option, ArtifactError for a damaged run,
     ModelLoadError when the weights cannot be loaded.
     """
-    from structret.onnx_encoder import is_onnx_export  # numpy: kept out of import structret.api
+    from structret.onnx_encoder import is_onnx_export
 
     if is_onnx_export(name_or_path):  # 'structret export --format onnx': onnxruntime, no torch
         return load_onnx_model(name_or_path, **options)
@@ -126,7 +126,7 @@ def load_model(name_or_path: str, *, verify: bool = True, **options: Any) -> Mod
 def load_onnx_model(directory: str | os.PathLike, *, variant: str = "fp32", threads: int | str | None = None,
                     **unknown: Any) -> Model:
     """A Model over a folder of ``structret export --format onnx``: onnxruntime and tokenizers, no torch."""
-    from structret.onnx_encoder import OnnxEncoder  # numpy: kept out of import structret.api
+    from structret.onnx_encoder import OnnxEncoder
 
     if unknown:
         raise ModelLoadError(f"{directory} is an ONNX export, which takes variant='fp32'|'int8' and threads=N, "
@@ -239,7 +239,6 @@ def _config(model: str) -> dict:
     file = Path(model) / "config.json"
     if not file.is_file():
         try:
-            # huggingface_hub: ~170 ms, kept out of import structret.api
             from huggingface_hub import try_to_load_from_cache
 
             cached = try_to_load_from_cache(model, "config.json")

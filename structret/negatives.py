@@ -153,7 +153,7 @@ def rank_candidates(backbone: Backbone, dataset: Dataset, *, depth: int = 100, b
     recomputed exactly whatever the index, so an approximate index changes only which
     documents are candidates; the positive's score is computed the same way.
     """
-    import numpy as np  # numpy: kept out of import structret.api
+    import numpy as np
 
     doc_ids = list(dataset.corpus)
     row_of = {d: i for i, d in enumerate(doc_ids)}
@@ -179,7 +179,7 @@ def rank_candidates_lexical(retriever: Any, dataset: Dataset, *, depth: int = 10
     """Every judged query's top ``depth`` documents minus its positives, scored by a lexical
     retriever (``fit``/``score``, e.g. ``bm25-fields``): negatives that the lexical side ranks
     high, for a dense model trained to cover what the lexical side gets wrong."""
-    import numpy as np  # numpy: kept out of import structret.api
+    import numpy as np
 
     doc_ids = list(dataset.corpus)
     row_of = {d: i for i, d in enumerate(doc_ids)}
@@ -232,7 +232,7 @@ def judge_candidates(judge: Any, dataset: Dataset, candidates: list[Candidates],
     or a loaded ``structret.Model``."""
     if isinstance(judge, str) and is_cross_encoder(judge):
         return _cross_encoder_scores(judge, dataset, candidates, batch_size, show_progress)
-    import numpy as np  # numpy: kept out of import structret.api
+    import numpy as np
 
     model = load_model(judge) if isinstance(judge, str) else judge
     needed = sorted({d for c in candidates for d in (*c.docs, *c.positives)})

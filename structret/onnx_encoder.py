@@ -94,7 +94,7 @@ class OnnxEncoder:
         by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         bar = None
         if show_progress:
-            from tqdm.auto import tqdm  # tqdm: only with show_progress, not by import structret.onnx_encoder
+            from tqdm.auto import tqdm
 
             bar = tqdm(total=len(texts), unit="text", desc=f"encoding {kind}s ({self.variant}, onnxruntime)")
         # a window tokenized, then re-sorted by tokens (structret.batching), padded to its longest,

@@ -72,22 +72,20 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _INDEXING:
-        from structret.search import saved as indexing  # numpy: kept out of a plugin's options module (structret plugins, --help)
+        from structret.search import saved as indexing
 
         return getattr(indexing, name)
     if name in _PARENTS:
-        from structret import parents  # torch: kept out of a plugin's options module (structret plugins, --help)
+        from structret import parents
 
         return getattr(parents, name)
     if name in _EXPORTING:
-        # numpy (ONNX encoder and export): kept out of a plugin's options module (structret plugins, --help)
         from structret import onnx_encoder
         from structret.exporting import errors, onnx_graph
 
         return {"ExportError": errors.ExportError, "require_modules": errors.require,
                 "OnnxEncoder": onnx_encoder.OnnxEncoder, "write_checked_onnx": onnx_graph.write_checked}[name]
     if name in _BENCH:
-        # numpy, torch (scoring, retrievers): kept out of a plugin's options module (structret plugins, --help)
         from structret import evaluation
         from structret.search.system import make_retriever
         from structret.suites import table

@@ -90,7 +90,7 @@ Forward = Callable[[str], Any]  # a candidate's name -> the probe texts' vectors
 
 def cpu_key() -> str:
     """What a timing depends on besides the model: the CPU model, torch's threads and version."""
-    import torch  # torch: kept out of structret.plugin's import (a plugin's options module)
+    import torch
 
     return f"{cpu_model()} | {torch.get_num_threads()} threads | torch {torch.__version__}"
 
@@ -143,7 +143,7 @@ def pick(forward: dict[str, float], cosine: dict[str, float]) -> str:
 
 def time_matmul(kinds: Sequence[str], rounds: int = ROUNDS) -> dict[str, float]:
     """Fastest seconds of a feed-forward-shaped matmul (256 x 384 @ 384 x 1536) per kind, alternated."""
-    import torch  # torch: kept out of structret.plugin's import (a plugin's options module)
+    import torch
 
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(256, 384, generator=generator)
@@ -184,7 +184,7 @@ def time_forward(run: Forward, kinds: Sequence[str], rounds: int = ROUNDS) -> tu
 
 def cosines(outputs: dict[str, Any]) -> dict[str, float]:
     """Each candidate's worst cosine to fp32's vectors on the probe texts."""
-    import torch.nn.functional as F  # torch: kept out of structret.plugin's import (a plugin's options module)
+    import torch.nn.functional as F
 
     reference = F.normalize(outputs["fp32"].float(), dim=-1)
     return {kind: float((F.normalize(vectors.float(), dim=-1) * reference).sum(-1).min())
@@ -303,7 +303,7 @@ def bf16_matmul_faster(*, path: Path | None = None) -> bool:
 def autocast_faster() -> bool:
     """Whether bf16 autocast is the faster way to train on this CPU: ``choose`` on a 2-layer
     encoder shaped like MiniLM's (training keeps fp32 weights, so bf16-weights is no candidate)."""
-    import torch  # torch: kept out of structret.plugin's import (a plugin's options module)
+    import torch
 
     encoder = tiny_encoder().eval()
     generator = torch.Generator().manual_seed(0)
@@ -321,7 +321,6 @@ def autocast_faster() -> bool:
 def tiny_encoder() -> Any:
     """Two layers shaped like MiniLM's (384 wide, 12 heads, 1536 feed-forward), built from the
     same operations transformers' BERT runs: linear projections, SDPA, GELU, LayerNorm."""
-    # torch: kept out of structret.plugin's import (a plugin's options module)
     import torch
     import torch.nn.functional as F
     from torch import nn

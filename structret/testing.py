@@ -82,7 +82,6 @@ def _wordpiece_vocab(texts: list[str], specials: list[str], normalizer: Any, pre
 
 def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer BERT (hidden 32) with its MLM head and a WordPiece tokenizer, saved in ``directory``."""
-    # torch, tokenizers, transformers: loaded to build a tiny model, not by import structret.testing
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
@@ -113,7 +112,6 @@ def build_tiny_bert(directory: Path, *, seed: int = 0) -> Path:
 
 def build_tiny_t5(directory: Path, *, seed: int = 0) -> Path:
     """A random 2-layer T5 (d_model 32) with a word-level tokenizer (no sentinels), saved in ``directory``."""
-    # torch, tokenizers, transformers: loaded to build a tiny model, not by import structret.testing
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
@@ -195,9 +193,8 @@ def _backbone_for(objective: Objective, name: str) -> Backbone:
 
 
 def _check_objective(name: str, options: dict[str, Any], backbone: Backbone | None = None) -> dict[str, Any]:
-    import torch  # torch: loaded to check an objective, not by import structret.testing
+    import torch
 
-    # torch: loaded to check an objective, not by import structret.testing
     from structret.training.examples import Example
 
     objective = get_registry().create("objective", name, **options)  # the objective rules checked there
@@ -250,7 +247,7 @@ def _check_objective(name: str, options: dict[str, Any], backbone: Backbone | No
 
 
 def _check_backbone(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np  # numpy: loaded to check a backbone, not by import structret.testing
+    import numpy as np
 
     backbone = get_registry().create("backbone", name, **options)
     if not isinstance(backbone, Backbone) or not isinstance(backbone.capabilities, frozenset):
@@ -335,7 +332,7 @@ def _check_dataset(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_index(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np  # numpy: loaded to check an index, not by import structret.testing
+    import numpy as np
 
     factory = get_registry().get("index", name).load()
     rng = np.random.default_rng(0)

@@ -60,7 +60,6 @@ def plot(data, split, data_options, models, labels, out, pairs, pool, similarity
         raise click.UsageError("give at least two --model to compare, e.g. --model minilm --model runs/sda")
     options = api.parse_options(data_options)
     api.check_names(data=[data], data_options=options)  # a typo fails before any data is read
-    # the figures' module imports numpy and structret's models: loaded to run, not to list the command
     from structret_papers.figures import plot_figures
 
     with api.unverified(no_verify):

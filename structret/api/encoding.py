@@ -42,7 +42,6 @@ def encode_dataset(model: Model, dataset: Any, out: str | os.PathLike, *, what: 
     ``out/shard-I-of-N``. ``data`` and ``split`` name the input in the metadata (what
     decides whether saved chunks and shards belong together).
     """
-    # numpy: kept out of import structret.api
     from structret.embeddings import encode_resumably, fingerprint, parse_shard
 
     if isinstance(shard, str):
@@ -71,7 +70,6 @@ def encoding_shard(spec: str | None = None) -> Any:
     """The shard ``encode_dataset`` writes: ``spec`` ("I/N", 0-based) parsed and checked, or with
     no spec the launcher's RANK of WORLD_SIZE (accelerate launch, torchrun) when there are several
     processes, else None (``structret.embeddings.Shard``)."""
-    # numpy: kept out of import structret.api
     from structret.embeddings import parse_shard, shard_from_env
 
     return parse_shard(spec) if spec else shard_from_env()

@@ -68,7 +68,7 @@ def broken_plugins() -> list[BrokenPlugin]:
 def describe_plugin(name: str, kind: str | None = None) -> str:
     """The options of plugin ``name`` (of every kind that has one so named, or of ``kind``): type,
     default and documentation of each, and how a command or recipe sets them."""
-    from structret.options import describe  # pydantic: kept out of import structret.api
+    from structret.options import describe
 
     registry = get_registry()
     if kind:

@@ -26,7 +26,6 @@ def evaluate(model: Model | str, data: Dataset | str, *, split: str | None = "te
     directory). ``data``: a Dataset, or a ``"FORMAT:PATH"`` spec read with ``split``.
     ``limit``: only the first N queries or pairs.
     """
-    # numpy: kept out of import structret.api
     from structret.evaluation import evaluate as evaluate_system
 
     dataset = dataset_split(data, split)
@@ -46,7 +45,6 @@ def tune_fusion(model: Model, data: Dataset | str, *, split: str | None = "valid
     ties broken by the next): every method x weight of ``structret.search.fusion.grid()``. Returns ``{"fusion": spec, "measure",
     "scores": {spec: value}, "queries"}``; pass ``result["fusion"]`` to ``build_index(...,
     lexical=lexical, fusion=...)``."""
-    # numpy: kept out of import structret.api
     from structret.evaluation import tune_fusion as tune
 
     dataset = dataset_split(data, split)
@@ -86,7 +84,6 @@ def train(recipe: str | None = None, *, data: str | Dataset | None = None, out: 
     when ``recipe`` is None). Raises RecipeError / PluginError before any work for an
     unknown field, plugin or option; TrainingError for what stops a run.
     """
-    # pydantic: kept out of import structret.api
     from structret.recipes import check_plugins, resolve_recipe
 
     overrides: dict[str, Any] = {"objective": objective, "backbone": backbone, "model": model, "output": out}
@@ -119,7 +116,6 @@ def _spec_of(dataset: Dataset) -> tuple[str, str | None, dict]:
 def list_recipes() -> list[Any]:
     """The installed recipes (every plugin's ``register_recipes``), resolved (``structret.recipes.Recipe``:
     name, description, the paper table it ``reproduces``, every field)."""
-    # pydantic: kept out of import structret.api
     from structret.recipes import list_recipes as shipped, resolve_recipe
 
     return [resolve_recipe(name) for name in shipped()]

@@ -33,7 +33,6 @@ def bench_recipes(recipes: Sequence[str], data: Sequence[str] = (), *, data_opti
                   limit: int | None = None) -> TableRun:
     """Each recipe trained on every dataset's train split (then ``finetune``), scored on its test
     split; ``data`` empty: the mined standard library."""
-    # suites: ~15 ms (statistics, tomllib, 5 modules) kept out of import structret.api
     from structret import suites as S
 
     runner = S.Runner(batch_size=batch_size, limit=limit)
@@ -50,7 +49,6 @@ def bench_suite(suite: str, data: Sequence[str] = (), *, data_options: dict[str,
                 seeds: int = 1, batch_size: int = 32, limit: int | None = None) -> TableRun:
     """A paper's table (a shipped suite name or a .toml): its rows and columns, the paper's numbers
     beside the measured ones, offline stand-ins for data not given (``KEY=FORMAT:PATH``)."""
-    # suites: ~15 ms (statistics, tomllib, 5 modules) kept out of import structret.api
     from structret import suites as S
 
     runner = S.Runner(batch_size=batch_size, limit=limit)
@@ -71,7 +69,6 @@ def bench_folders(suite: str, root: str, systems: Sequence[str], *, batch_size: 
                   vector_cache: bool = True, split: str = "test") -> Any:
     """A suite built from folders of data (CoIR's leaderboard: one task per folder under ``root``):
     every system scored on every task, as the suite's plugin lays out the table (a BenchTable)."""
-    # suites: ~15 ms (statistics, tomllib, 5 modules) kept out of import structret.api
     from structret.suites import SuiteError, suite_entry
 
     if suite_entry(suite).is_file:

@@ -141,7 +141,7 @@ _METRIC_ALIASES = {"mrr": "RR", "rr": "RR", "r": "R", "recall": "R", "ndcg": "nD
 
 
 def _parse_metric(name: str):
-    import ir_measures  # ir_measures: loaded to score, not by import structret.evaluation
+    import ir_measures
 
     m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*(\d+))?\s*", name)
     if m and m.group(1).lower() in _METRIC_ALIASES:
@@ -211,7 +211,7 @@ def evaluate_run(
     (``ties="docid"``); ``ties="against"`` instead puts the lowest-gain document
     first among equals, the pessimistic reading.
     """
-    import ir_measures  # ir_measures: loaded to score, not by import structret.evaluation
+    import ir_measures
 
     if ties not in ("docid", "against"):
         raise EvaluationError(f"ties must be 'docid' or 'against', not {ties!r}")

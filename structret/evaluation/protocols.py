@@ -240,7 +240,7 @@ class CoirRanking(QrelsRanking):
                       "query's ignored, pytrec_eval ndcg_cut.10 per query, mean over queries."]
 
     def evaluate(self, retriever: Retriever, chunk: int = 256) -> dict[str, Any]:
-        import pytrec_eval  # pytrec_eval: loaded to score CoIR, not by import structret.evaluation
+        import pytrec_eval
 
         run: dict[str, dict[str, float]] = {}
         dropped = 0

@@ -49,7 +49,6 @@ def merge_adapter(model: Any, echo: Callable[[str], None] = print) -> None:
     if not isinstance(b, HasMergeAdapter):
         raise ExportError(f"{model.name} trained a LoRA adapter, and its {model.backbone_name} backbone cannot merge it "
                           f"(no merge_adapter()); an export holds plain weights only.")
-    # numpy: kept out of import structret.api
     from structret.exporting.checks import FP32_COSINE, SAMPLE_DOCUMENTS, SAMPLE_QUERIES, cosines
 
     before = (model.encode_query(SAMPLE_QUERIES), model.encode_document(SAMPLE_DOCUMENTS))
@@ -77,10 +76,9 @@ def export_run(run: str | os.PathLike, fmt: str, out: str | os.PathLike, *, veri
     model = open_run(run, verify=verify)
     merge_adapter(model, echo)
     if fmt == "sentence-transformers":
-        # numpy: kept out of import structret.api
         from structret.exporting.st_folder import write_sentence_transformers as write
     else:
-        from structret.exporting.onnx_graph import write_onnx as write  # numpy: kept out of import structret.api
+        from structret.exporting.onnx_graph import write_onnx as write
     # written beside ``out`` and renamed when checked: an export that fails its check leaves nothing to misuse
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))

@@ -46,7 +46,6 @@ accepts it; an index built with any other model refuses it.
 
 def pooled_module(parts: PooledEncoder) -> Any:
     """The encoder + pooling (+ normalisation) as one torch module of token tensors."""
-    # torch: loaded to export, not by import structret.exporting.onnx_graph
     import torch
     import torch.nn.functional as F
 
@@ -73,7 +72,7 @@ def pooled_module(parts: PooledEncoder) -> Any:
 def export_graph(backbone: TrainableBackbone, path: Path, *, fused: bool = True) -> None:
     """The backbone's pooled encoder as ONNX at ``path``; ``fused``: eager attention and fuse_graph
     (unfused: as exported)."""
-    import torch  # torch: loaded to export, not by import structret.exporting.onnx_graph
+    import torch
 
     assert isinstance(backbone, HasPooledEncoder)  # check_faithful has said it gives a PooledEncoder
     parts = backbone.pooled_encoder()
@@ -234,7 +233,7 @@ def check_onnx(model: Any, out: Path, *, echo: Callable[[str], None] = print,
                min_seconds: float = 1.0, speed: bool = True) -> list[str]:
     """Cosine of each variant to the torch model, then (``speed``) texts/s of each; ExportError
     below the thresholds. The int8 graph is quantized again, keeping more in fp32, until it passes."""
-    import torch  # torch: loaded to check an export, not by import structret.exporting.onnx_graph
+    import torch
 
     threads = torch.get_num_threads()  # onnxruntime gets as many threads as torch has: a fair comparison
     reference = {"query": model.encode_query(SAMPLE_QUERIES), "document": model.encode_document(SAMPLE_DOCUMENTS)}

@@ -155,7 +155,7 @@ def mine(
     row too, its query taken from its structure (``rules.structure_pair``: a leading comment,
     or its name's words and parameters) and recorded in the row's ``pair_kind``.
     """
-    from tqdm import tqdm  # tqdm: only a mining run pays for it, not by import structret.api
+    from tqdm import tqdm
 
     started = time.perf_counter()
     root = Path(src).expanduser().resolve()

@@ -112,7 +112,6 @@ def prepare_shard_dir(shard_dir: Path, job: Job, shards: list[Shard]) -> int:
 
 
 def mine_in_processes(job: Job, todo: list[Shard], workers: int, progress, shard_dir: Path) -> None:
-    # multiprocessing: ~9 ms, kept out of import structret.api
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 

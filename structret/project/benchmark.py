@@ -196,7 +196,7 @@ class Candidates:
 
     def weighted(self, weights: dict[str, float]) -> list[tuple[list[str], Any]]:
         """Each query's lexical top ``depth`` under field ``weights`` (from ``fields``)."""
-        import numpy as np  # kept out of import structret.api
+        import numpy as np
 
         missing = [f for f, w in weights.items() if w and f not in self.fields]
         if missing:

@@ -386,7 +386,7 @@ def refresh_source(out: str | os.PathLike, *, batch_size: int = 32, show_progres
 def _previous_texts(out: str | os.PathLike) -> dict[str, str]:
     """The texts of the index already at ``out`` (empty: none, one without texts, or a damaged one,
     which is replaced: then everything counts as new). Only the texts are read, not the index."""
-    from structret.search.texts import read_index_texts  # numpy: kept out of import structret.api
+    from structret.search.texts import read_index_texts
 
     if not (Path(out) / "structret.json").is_file():
         return {}

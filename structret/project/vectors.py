@@ -20,7 +20,7 @@ log = logging.getLogger("structret.sources")
 
 def vectors_key(model: Model) -> str | None:
     """Where the vector cache keeps ``model``'s document vectors (None: its backbone has no fingerprint)."""
-    from structret.vector_cache import cache_key  # numpy: kept out of import structret.api
+    from structret.vector_cache import cache_key
 
     backbone = model.backbone
     if not isinstance(backbone, HasFingerprint):
@@ -33,7 +33,7 @@ def encode(model: Model, texts: list[str], key: str | None, *, keep: bool = True
     """(vectors of ``texts``, how many were encoded, how many reused): those the vector cache holds under
     ``key`` are reused, the rest encoded, and kept there unless ``keep`` is False (an ONNX copy's vectors
     are close to the model's, not the same). ``key`` None: every text encoded."""
-    from structret.vector_cache import VectorCache  # numpy: kept out of import structret.api
+    from structret.vector_cache import VectorCache
 
     backbone = model.backbone
     if key is None:

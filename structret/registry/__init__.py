@@ -103,7 +103,7 @@ class Registry:
 
         A factory registered with an Options model that has a parameter named ``options`` gets
         the validated model instance as ``options=``; any other gets one keyword per option."""
-        from structret.options import CORE_ARGUMENTS  # pydantic: kept out of import structret.api
+        from structret.options import CORE_ARGUMENTS
 
         entry = self.get(kind, name)
         if entry.is_file:

@@ -90,7 +90,7 @@ class PluginEntry:
     def options_model(self) -> Any:
         """The plugin's Options model (structret.options); read off the factory's signature when
         it declares none, ``None`` when that signature takes ``**options``."""
-        from structret import options as opts  # pydantic: kept out of import structret.api
+        from structret import options as opts
 
         if self.options is None:
             return opts.from_signature(self.load(), self.kind, self.name)
@@ -108,7 +108,7 @@ class PluginEntry:
         """``values`` checked against the plugin's declared options, every option filled in. A plugin
         that declares none gets its keys checked against its factory's signature and its values
         converted by the signature's annotations (a factory taking ``**options`` checks them itself)."""
-        from structret import options as opts  # pydantic: kept out of import structret.api
+        from structret import options as opts
 
         if self.options is None:
             _bind(self, self.load(), (), values, partial=True)
@@ -120,7 +120,7 @@ class PluginEntry:
 
     def validated_options(self, values: dict[str, Any]) -> Any:
         """``values`` as an instance of the plugin's declared Options model (checked, defaults filled)."""
-        from structret import options as opts  # pydantic: kept out of import structret.api
+        from structret import options as opts
 
         return opts.validate(self.options_model(), values, what=self.what)
 

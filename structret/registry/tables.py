@@ -164,7 +164,7 @@ def plugin_options(settings: Settings, used: dict[str, Any],
     """Every used plugin's options, from the tables, loose keys and slot options, validated.
     A file's table for a plugin the run does not use is dropped, with a warning unless the
     plugin is in ``quiet`` (the file used it; an override dropped it)."""
-    from structret.options import plain  # pydantic: kept out of import structret.api
+    from structret.options import plain
 
     registry = get_registry()
     given: dict[str, dict[str, Any]] = {name: {} for name in used}

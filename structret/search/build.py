@@ -102,7 +102,7 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
             raise StructretError("build_index: give documents (a Dataset or FORMAT:PATH) or vectors, not both.")
         if ids is None:
             raise StructretError("build_index from vectors needs ids=, one per vector.")
-        import numpy as np  # numpy: kept out of import structret.api
+        import numpy as np
 
         array = np.asarray(vectors)
         if array.ndim != 2:
@@ -145,8 +145,8 @@ def index_embeddings(paths: Sequence[str | os.PathLike], out: str | os.PathLike,
     """Index the output of ``structret encode`` (one folder, or every shard of one corpus, in
     order) into ``out``, with the texts; return (vectors, parts). Shards are read one at a time,
     so the corpus need not fit in memory twice."""
-    from structret.embeddings import collect_parts  # numpy: kept out of import structret.api
-    from structret.search.texts import concatenate_texts  # numpy: kept out of import structret.api
+    from structret.embeddings import collect_parts
+    from structret.search.texts import concatenate_texts
 
     parts = collect_parts(paths, verify=verify)
     meta = parts[0].meta

@@ -163,7 +163,7 @@ class SearchIndex:
         self._model = model
 
     def _check(self, model: Model) -> None:
-        from structret.search.saved import check_same_model  # numpy: kept out of import structret.api
+        from structret.search.saved import check_same_model
 
         check_same_model(self.path or "(in memory)", self.meta.get("model"), model.name)
 
@@ -182,7 +182,7 @@ class SearchIndex:
             self._check(model)
         if queries is None:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
-        from structret.search.saved import check_k  # numpy: not at import time, see the module's top
+        from structret.search.saved import check_k
 
         check_k(k)  # before the queries are encoded
         single = isinstance(queries, str)
@@ -194,7 +194,7 @@ class SearchIndex:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
         model): search without encoding, for callers that time or batch the encoding themselves.
         A hybrid index also needs the query ``texts`` (one per row) for its lexical side."""
-        from structret.search.saved import check_k  # numpy: kept out of import structret.api
+        from structret.search.saved import check_k
 
         k = check_k(k)
         texts_by_id = self.texts or {}
@@ -223,7 +223,7 @@ class SearchIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
-        from structret.search.texts import write_texts  # numpy: kept out of import structret.api
+        from structret.search.texts import write_texts
 
         self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
                         | {"model": self.meta.get("model")})
@@ -237,7 +237,7 @@ class SearchIndex:
     def _save_added_texts(self, path: Path) -> bool:
         """Hard-link the texts files this index was loaded with and write only the texts added since, as one
         more file; False (write them all) if any was removed, or the files are not the ones loaded."""
-        from structret.search.texts import TextStore, write_texts  # numpy: kept out of import structret.api
+        from structret.search.texts import TextStore, write_texts
 
         assert self.texts is not None  # save calls this only for an index with texts
         origin = self._texts_origin
@@ -288,7 +288,7 @@ def fuse_candidates(candidates: Iterable[tuple[tuple[Sequence[str], Any], tuple[
     """Each query's ``(lexical, dense)`` candidates (``SearchIndex.candidates``) fused by ``fusion`` (a spec, a
     dict or a Fusion) into its top ``k`` (structret.search.fusion.FusedHit: doc, score, sources): the one
     route from both sides' lists to a ranking, for searches and for the whole-project benchmark."""
-    from structret.search.fusion import fuse_lists  # numpy: kept out of import structret.api
+    from structret.search.fusion import fuse_lists
 
     fusion = decide_fusion(fusion)
     return [fuse_lists(lexical, dense, fusion, k) for lexical, dense in candidates]
@@ -316,7 +316,6 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
     """An index written by ``structret index`` or ``SearchIndex.save``, checked against its
     checksums.json (``verify=False``: used anyway, with a warning). Its model is loaded on
     the first search without one. ``texts=False`` skips reading the texts."""
-    # numpy: kept out of import structret.api
     from structret.search.saved import SavedFiles, load_index as load_plugin_index
     from structret.search.texts import TextStore, open_index_texts, stored_files
 

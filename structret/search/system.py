@@ -66,7 +66,7 @@ class DenseRetriever:
         backbone = self.backbone
         if self.cache_root is None or not isinstance(backbone, HasFingerprint):
             return {}
-        from structret.vector_cache import VectorCache, cache_key  # numpy: kept out of import structret.api
+        from structret.vector_cache import VectorCache, cache_key
 
         # taken now, once: the weights the documents are encoded with are the queries' too
         model = backbone.fingerprint()
@@ -88,7 +88,7 @@ class DenseRetriever:
         return "; ".join(f"{kind}: {cache.summary()}" for kind, cache in self.caches.items())
 
     def encode_queries(self, queries: Sequence[str]):
-        import numpy as np  # numpy: kept out of import structret.api
+        import numpy as np
 
         new = [q for q in dict.fromkeys(queries) if q not in self._query_cache]
         if new:
@@ -141,7 +141,7 @@ class HybridRetriever:
         rates best (structret.search.fusion.tune; ``candidates`` None: its grid), and every candidate's score
         by spec. Each side scores a query once: the rows are kept while the candidates are scored (and
         from an earlier scoring, if ``remember_rows`` is on). This retriever's fusion is left as it was."""
-        from structret.search.fusion import tune  # numpy: kept out of import structret.api
+        from structret.search.fusion import tune
 
         kept = self._rows
         self._rows = {} if kept is None else kept
@@ -187,7 +187,7 @@ class HybridRetriever:
     def _side_rows(self, queries: Sequence[str], doc_indices):
         if self._rows is None:
             return self.lexical.score(queries, doc_indices), self.dense.score(queries, doc_indices)
-        import numpy as np  # numpy: kept out of import structret.api
+        import numpy as np
 
         new = [q for q in dict.fromkeys(queries) if q not in self._rows]
         if new:
@@ -200,7 +200,7 @@ class HybridRetriever:
         return lex, dense
 
     def score(self, queries: Sequence[str], doc_indices=None):
-        from structret.search.fusion import fuse_scores  # numpy: kept out of import structret.api
+        from structret.search.fusion import fuse_scores
 
         lexical, dense = self._side_rows(queries, doc_indices)
         return fuse_scores(lexical, dense, self.fusion)
@@ -287,7 +287,7 @@ def decide_fusion(fusion: Any = None, recipe: Any = None):
     Fusion: structret.search.fusion.parse), else the one ``recipe`` (a trained run's) was shipped
     with (``Recipe.fusion``, chosen on validation), else the default. Systems (resolve_system) and
     index builds (build_index) both decide here."""
-    from structret.search.fusion import parse  # numpy: kept out of import structret.api
+    from structret.search.fusion import parse
 
     if fusion is None and recipe is not None:
         fusion = recipe.get("fusion") or None

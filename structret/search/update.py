@@ -59,7 +59,6 @@ def update_index(path: str | os.PathLike, *, add: str | os.PathLike | None = Non
 def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) -> None:
     """Removing, and refitting a lexical side, need every text; an update that only adds reads none
     and writes its own texts as one more file beside the saved ones (SearchIndex.save links those)."""
-    # numpy: kept out of import structret.api
     from structret.search.saved import SavedFiles
     from structret.search.texts import lookup_name, read_index_texts, stored_files, text_files
 
@@ -81,7 +80,7 @@ def _texts_for_update(found: SearchIndex, path, verify: bool, *, whole: bool) ->
 @contextlib.contextmanager
 def update_lock(path: str | os.PathLike) -> Iterator[None]:
     """Hold the index's update lock (``.NAME.lock`` beside it: the folder itself is swapped)."""
-    from filelock import FileLock, Timeout  # filelock: ~15 ms, kept out of import structret.api
+    from filelock import FileLock, Timeout
 
     folder = Path(path).resolve()
     lock = FileLock(str(folder.parent / f".{folder.name}.lock"))
@@ -118,7 +117,7 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
     lexical side reads them, SearchIndex.readings), refit the lexical side, and swap the result in at
     ``path`` in one rename; ``extra(staged)`` writes more files into the new folder before it is sealed
     (checksummed with the rest). The caller holds ``update_lock``."""
-    from structret.search.saved import IndexInputError  # numpy: kept out of import structret.api
+    from structret.search.saved import IndexInputError
 
     kept_texts = found.texts if isinstance(found.texts, dict) else None
     if found.texts is not None and kept_texts is None:
@@ -166,14 +165,14 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
 def _to_add(found: SearchIndex, path, add, split, batch_size, verify, show_progress):
     """(ids, vectors, texts or None, readings or None) of what ``add`` names, made by the index's model; the
     readings (SearchIndex.readings) when a lexical side reads a dataset's records its own way."""
-    from structret.search.saved import check_same_model  # numpy: kept out of import structret.api
+    from structret.search.saved import check_same_model
 
     if os.path.isdir(add) and (os.path.isfile(os.path.join(add, META_FILE))
                                or any(name.startswith("shard-") for name in os.listdir(add))):
-        import numpy as np  # numpy: kept out of import structret.api
+        import numpy as np
 
-        from structret.embeddings import collect_parts  # numpy: kept out of import structret.api
-        from structret.search.texts import read_index_texts  # numpy: kept out of import structret.api
+        from structret.embeddings import collect_parts
+        from structret.search.texts import read_index_texts
 
         parts = collect_parts([add], verify=verify)
         check_same_model(path, found.meta.get("model"), parts[0].meta.get("model"))

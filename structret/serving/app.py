@@ -127,7 +127,6 @@ def create_app(index: SearchIndex | str | os.PathLike, model: Model | str | None
     cannot be used, before any request is served.
     """
     require_web_stack()  # before minutes of loading, not after
-    # starlette: loaded to serve, kept out of import structret.api
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import HTMLResponse, JSONResponse

@@ -42,13 +42,12 @@ dl.aspects dt { color: #555; } dl.aspects dd { margin: 0; }
 
 @lru_cache(maxsize=1)
 def _pygments_css() -> str:
-    from pygments.formatters import HtmlFormatter  # pygments: loaded to serve, kept out of import structret.api
+    from pygments.formatters import HtmlFormatter
 
     return HtmlFormatter(style="default").get_style_defs("pre.code")
 
 
 def _lexer(language: str | None):
-    # pygments: loaded to serve, kept out of import structret.api
     from pygments.lexers import TextLexer, get_lexer_by_name
     from pygments.util import ClassNotFound
 
@@ -59,7 +58,7 @@ def _lexer(language: str | None):
 
 
 def _css_class(ttype: Any) -> str:
-    from pygments.token import STANDARD_TYPES  # pygments: loaded to serve, kept out of import structret.api
+    from pygments.token import STANDARD_TYPES
 
     while ttype not in STANDARD_TYPES:
         ttype = ttype.parent
@@ -85,7 +84,7 @@ def marked(text: str, entities: Sequence[Entity], start: int = 0, end: int | Non
     piece = text[start:end]
     tokens = [(start + i, ttype, value) for i, ttype, value in _lexer(language).get_tokens_unprocessed(piece)]
     if "".join(v for _, _, v in tokens) != piece:  # a lexer that rewrites its input: show the text plainly
-        from pygments.token import Text  # pygments: loaded to serve, kept out of import structret.api
+        from pygments.token import Text
 
         tokens = [(start, Text, piece)]
     cuts = sorted({start, end, *(p for e in _disjoint(entities, start, end) for p in (e.start, e.end)),

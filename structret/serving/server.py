@@ -45,7 +45,7 @@ def serve(index: SearchIndex | str | os.PathLike, model: Model | str | None = No
     """Load ``index`` and its model (see :func:`structret.serving.create_app`), then answer
     requests on ``host:port`` until interrupted."""
     require_web_stack()
-    import uvicorn  # uvicorn: loaded to serve, kept out of import structret.api
+    import uvicorn
 
     echo = echo or (lambda line: print(line, file=sys.stderr))
     logger = logging.getLogger("structret.serve")

@@ -77,7 +77,7 @@ def recipes_table(recipes: list[str], datas: list[DataSpec], *, finetune: str | 
     """Each recipe trained on each dataset's train split (then ``finetune``), scored on its test split;
     with ``seeds`` > 1 every trained row is trained that many times (its seed + 0, 1, ...) and each cell
     is the mean, every seed's value kept in the row's ``per_seed``."""
-    from structret.recipes import resolve_recipe  # pydantic: not by import structret.suites
+    from structret.recipes import resolve_recipe
 
     runner = runner or Runner()
     settings = dict(settings or {})
@@ -166,7 +166,7 @@ def suite_table(suite: Suite, data: Sequence[str] = (), *, data_options: dict[st
                 runner: Runner | None = None, rows: list[str] | None = None, seeds: int = 1) -> BenchTable:
     """The paper's table: its rows and columns, the paper's numbers beside what is measured here;
     ``seeds`` as in ``recipes_table``."""
-    from structret.recipes import resolve_recipe  # pydantic: not by import structret.suites
+    from structret.recipes import resolve_recipe
 
     runner = runner or Runner()
     settings = dict(settings or {})

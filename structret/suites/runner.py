@@ -49,7 +49,7 @@ class DataSpec:
 def resolve_spec(spec: str) -> str:
     """``stdlib`` -> the mined standard library's ``codesearchnet:PATH`` (mined once)."""
     if spec == "stdlib":
-        from structret.bench import stdlib_path  # numpy: loaded to mine the stdlib, not by import structret.suites
+        from structret.bench import stdlib_path
 
         return f"codesearchnet:{stdlib_path()}"
     return spec
@@ -141,7 +141,6 @@ class Runner:
         return self.root / "runs" / f"{recipe.name or 'recipe'}-{_hash(identity)}"
 
     def train(self, recipe: Any, data: DataSpec) -> Path:
-        # torch: loaded to train, not by import structret.suites
         from structret import training
         from structret.training import checkpoints
 
@@ -163,7 +162,7 @@ class Runner:
 
     def init_model(self, backbone: str, options: str, data: DataSpec) -> str:
         """A fresh from-scratch model whose tokenizer is learned from the training split (cached)."""
-        from structret.recipes import parse_options_field  # pydantic: not by import structret.suites
+        from structret.recipes import parse_options_field
 
         directory = self.root / "init" / _hash({"v": CACHE_VERSION, "backbone": backbone, "options": options,
                                                  "data": data.identity(data.train_split)})
@@ -179,7 +178,7 @@ class Runner:
     def check(self, cell: Cell, data: DataSpec) -> None:
         """Raise now if any recipe, plugin or option the cell names is unknown: a whole table's
         typo must not surface after its first rows have trained for an hour."""
-        from structret.recipes import check_plugins, resolve_recipe  # pydantic: not by import structret.suites
+        from structret.recipes import check_plugins, resolve_recipe
 
         get_registry().check("dataset", parse_data_spec(data.spec)[0])
         if cell.lexical:
@@ -208,7 +207,7 @@ class Runner:
         return f"{cell.lexical}+{system}", {**options, "fusion": cell.fusion or None}
 
     def _build(self, cell: Cell, data: DataSpec) -> tuple[str, dict[str, Any]]:
-        from structret.recipes import resolve_recipe, run_plugins  # pydantic: not by import structret.suites
+        from structret.recipes import resolve_recipe, run_plugins
 
         if cell.system:
             return cell.system, {}
@@ -260,7 +259,6 @@ class Runner:
     def evaluate(self, system: str, options: dict[str, Any], data: DataSpec, split: str | None = None
                  ) -> dict[str, Any]:
         """Scores of ``system`` on ``split`` of ``data`` (its test split by default), cached."""
-        # numpy: loaded to score, not by import structret.suites
         from structret.evaluation import evaluate_retriever, make_protocol
 
         split = split or data.test_split
@@ -283,7 +281,7 @@ class Runner:
                                    cache=cache_dir(), **({**options, "fusion": None} if tuned else options))
         tuning = None
         if tuned:  # the fusion that scores best on the validation split, then this split scored with it
-            from structret.evaluation import tune_fusion  # numpy: not by import structret.suites
+            from structret.evaluation import tune_fusion
 
             if (data.key, data.valid_split) not in self._eval_sets:
                 valid = load_dataset(data.spec, data.valid_split, **data.options)
@@ -313,7 +311,7 @@ def _reseed(recipe: Any, offset: int) -> Any:
 
 def _as_options(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """Backbone options given as "k=v,k2=v2" (a suite file, --set backbone_options=...) or a dict."""
-    from structret.recipes import parse_options_field  # pydantic: not by import structret.suites
+    from structret.recipes import parse_options_field
 
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if v is not None}

@@ -75,7 +75,7 @@ class BenchTable:
 
     def plot(self, path: str | os.PathLike) -> None:
         """A bar chart of the same numbers: one panel per dataset x metric, measured beside paper."""
-        import matplotlib  # matplotlib: loaded to draw, not by import structret.suites
+        import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # matplotlib: after use("Agg"), which pyplot reads when imported

@@ -67,7 +67,6 @@ def save_checkpoint(run: Path, recipe: Recipe, backbone: TrainableBackbone, opti
                 saved["lm_warmup_optimizer"] = warmup.optimizer.state_dict()
             torch.save(saved, tmp / "trainer" / "optimizer.pt")
             if heads is not None and len(heads.state_dict()):
-                # safetensors: loaded to save weights, not by import structret.training
                 from safetensors.torch import save_file
 
                 save_file({k: v.detach().contiguous().cpu() for k, v in heads.state_dict().items()},
@@ -96,7 +95,7 @@ def load_trainer_state(checkpoint: Path, optimizer: Any, scheduler: Any, heads: 
                        warmup: Any = None) -> int:
     """Restore what ``save_checkpoint`` wrote (the model is loaded by the backbone); return its step."""
     if heads is not None and len(heads.state_dict()):
-        from safetensors.torch import load_file  # safetensors: loaded to load weights, not by import structret.training
+        from safetensors.torch import load_file
 
         file = checkpoint / "trainer" / HEADS_FILE
         if not file.is_file():

@@ -55,7 +55,6 @@ def bf16_training(dtype: str) -> bool:
 
 def make_accelerator(recipe: Any) -> Any:
     """One process, or one of the processes ``accelerate launch`` / ``torchrun`` started."""
-    # accelerate: loaded to train, not by import structret.training
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs

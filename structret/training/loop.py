@@ -87,7 +87,6 @@ def train(recipe: Recipe, *, resume: bool = False,
     step's checkpoint is written. ``verify=False`` uses the checkpoint, or a run given as
     ``recipe.model``, even if its files do not match its checksums.json (a warning says so).
     """
-    # transformers: loaded to train, not by import structret.training
     from transformers import get_linear_schedule_with_warmup
 
     if not recipe.data:

@@ -111,7 +111,7 @@ def plot_figures(models: Sequence[str], data: str, out: str | Path, *, split: st
 
     Raises StructretError (a sentence) for fewer than two models, an unknown model, an empty
     split, fewer than 2 pairs or more pairs than the split has."""
-    import numpy as np  # numpy: kept out of structret --help, which lists this plugin's command
+    import numpy as np
 
     if len(models) < 2:
         raise StructretError(f"give at least two models to compare (got {len(models)}), e.g. "

@@ -9,7 +9,7 @@ from structret_papers.figures.report import FiguresReport
 
 
 def _pyplot():
-    import matplotlib  # matplotlib: loaded to draw, kept out of structret --help
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # matplotlib: after use("Agg"), which pyplot reads when imported
@@ -19,7 +19,7 @@ def _pyplot():
 
 def draw_ranking(report: FiguresReport, path: Path) -> Path:
     """SANTA Fig. 3a: one histogram of p(positive | query) per model, on shared bins over [0, 1]."""
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 4.8))

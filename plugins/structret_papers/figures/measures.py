@@ -20,7 +20,7 @@ def ranking_probabilities(queries, documents, positives: Sequence[int], *, simil
                           temperature: float = 0.05):
     """p(positive | query) for each query row: the softmax of its scores against every document
     row, divided by ``temperature``, taken at the index ``positives`` gives (float64)."""
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     if similarity not in SIMILARITIES:
         raise StructretError(f"similarity {similarity!r}: use one of {', '.join(SIMILARITIES)}.")
@@ -41,7 +41,7 @@ def alignment(queries, codes, *, seed: int = 0) -> tuple[float, float]:
     """(mean cosine of matched rows, mean cosine of mismatched rows): row i of ``queries`` with
     row i of ``codes``, then with the code of another row (a random cyclic shift of a shuffled
     order, so no row meets its own code)."""
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     q, c = _unit(np.asarray(queries, dtype=np.float64)), _unit(np.asarray(codes, dtype=np.float64))
     n = len(q)
@@ -56,7 +56,7 @@ def alignment(queries, codes, *, seed: int = 0) -> tuple[float, float]:
 def own_nearest(points, pairs: int) -> float:
     """Fraction of docstrings (the first ``pairs`` rows) whose nearest code (the next ``pairs``
     rows) in ``points`` is their own: the 2-D picture's alignment as a number."""
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     docs, codes = np.asarray(points[:pairs]), np.asarray(points[pairs:2 * pairs])
     distances = ((docs[:, None, :] - codes[None, :, :]) ** 2).sum(-1)
@@ -64,7 +64,7 @@ def own_nearest(points, pairs: int) -> float:
 
 
 def positive_first(queries, documents, positives, similarity: str) -> float:
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     q, d = np.asarray(queries, dtype=np.float64), np.asarray(documents, dtype=np.float64)
     if similarity == "cos":
@@ -76,7 +76,7 @@ def positive_first(queries, documents, positives, similarity: str) -> float:
 
 
 def _unit(x):
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(norms == 0, 1.0, norms)

@@ -13,7 +13,7 @@ PROJECTIONS = ("tsne", "umap")
 def project(vectors, method: str = "tsne", *, seed: int = 0):
     """2-D coordinates of ``vectors`` with t-SNE (scikit-learn) or UMAP (umap-learn), on cosine
     distance (how the models score), with a fixed random state."""
-    import numpy as np  # numpy: kept out of structret --help
+    import numpy as np
 
     vectors = np.asarray(vectors, dtype=np.float32)
     n = len(vectors)

@@ -25,7 +25,7 @@ class ModelFigures:
 
     @property
     def median(self) -> float:
-        import numpy as np  # numpy: kept out of structret --help
+        import numpy as np
 
         return float(np.median(self.probabilities))
 
