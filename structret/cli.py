@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 import warnings
+from typing import Any
 
 import click
 
@@ -91,7 +92,7 @@ def cli(debug):
     """Structure-aware dense retrieval, assembled from named plugins.
 
     \b
-    Quick start (offline; 'structret bench --help' says what it does and how long it takes):
+    Quick start (offline; what it does: 'structret bench --help'; timings: docs/performance.md):
       structret bench                       # BM25 vs zero-shot MiniLM on the mined stdlib
       structret plugins                     # everything that can be named in a pipeline
     """
@@ -243,7 +244,9 @@ _data_options = [
 ]
 _backbone_options = [
     click.option("--backbone", "-b", default=defaults.BACKBONE, show_default=True, help="A registered backbone."),
-    click.option("--model", help="Hub id or local path overriding the backbone's default weights."),
+    click.option("--model", help="Hub id or local path overriding the backbone's default weights: a run of "
+                                 "'structret train', or a folder of 'structret export --format onnx' (then "
+                                 "onnxruntime encodes, without torch)."),
     click.option("--batch-size", default=32, show_default=True),
     click.option("--backbone-option", "backbone_options", multiple=True, metavar="KEY=VALUE",
                  help="Backbone option, repeatable: dtype=fp32|bf16 (default auto: bf16 only where it measured "
@@ -414,7 +417,8 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
     \b
     With --lexical bm25 the index is hybrid: BM25 over the same texts, kept (and
     checksummed) in OUT/lexical, fused with the vectors in every search by --fusion, or by the
-    fusion that scores best on --tune SPLIT. Updates refit the lexical side.
+    fusion that scores best on --tune SPLIT. Updates refit the lexical side. With --backbone none
+    it holds the lexical side alone: no vectors, and searching it loads no model.
 
     \b
     Examples:
@@ -422,6 +426,7 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
       structret index --data codesearchnet:stdlib.jsonl.gz --split test --index hnsw --out runs/idx
       structret search runs/idx "read a config file" -k 5
       structret index --data codesearchnet:stdlib.jsonl.gz --split test --lexical bm25 --tune valid --out runs/hybrid
+      structret index --data codesearchnet:stdlib.jsonl.gz --backbone none --lexical bm25 --out runs/bm25   # no vectors
       structret index --embeddings runs/emb --index hnsw --out runs/idx            # all shards in runs/emb
       structret index --embeddings a/emb --embeddings b/emb --out runs/idx          # shards from two machines
     \b
@@ -429,72 +434,69 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
       structret index --out runs/idx --add codesearchnet:new.jsonl.gz           # encoded by the index's model
       structret index --out runs/idx --add runs/new-emb --remove old-id-1 --remove @gone.txt
     """
-    if (fusion or tune_split) and not lexical and source is None:  # a SOURCE folder's index is hybrid already
+    _check_index_fusion(fusion, tune_split, tune_measure, hybrid=bool(lexical) or source is not None)
+    encoding = dict(backbone=backbone, model=model, backbone_options=backbone_options, batch_size=batch_size)
+    kind = dict(index_name=index_name, index_options=index_options, metric=metric)
+    if source is not None:  # a folder of code: api.index_source
+        _index_source(source, out, lexical=lexical, fusion=fusion, **encoding, **kind,
+                      others={"--embeddings": embeddings, "--data": data is not None, "--add": add is not None,
+                              "--remove": remove, "--tune": tune_split})
+    elif add is not None or remove:  # an update of the index in --out: api.update_index
+        _index_update(out, add, remove, split=split, batch_size=batch_size, verify=not no_verify,
+                      embeddings=embeddings, data=data, lexical=lexical)
+    elif embeddings:  # folders of 'structret encode': api.index_embeddings
+        _index_embeddings(embeddings, out, verify=not no_verify, data=data, lexical=lexical, **kind)
+    else:  # --data, encoded now: api.build_index (and api.tune_fusion with --tune)
+        _index_data(data, out, split=split, data_options=data_options, no_verify=no_verify, lexical=lexical,
+                    fusion=fusion, tune_split=tune_split, tune_measure=tune_measure, **encoding, **kind)
+
+
+_ONE_SOURCE = ("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH "
+               "(or --add/--remove to update the index in --out)")
+_NO_TEXTS = ("--lexical builds a hybrid index from --data (an update keeps the index's own lexical side); "
+             "--embeddings carry no texts to index")
+
+
+def _check_index_fusion(fusion, tune_split, tune_measure, *, hybrid) -> None:
+    """``index``'s --fusion, --tune and --tune-measure, whatever the job: they need a lexical side (a SOURCE
+    folder's index is hybrid already), and --fusion and --tune exclude each other."""
+    if (fusion or tune_split) and not hybrid:
         raise click.UsageError("--fusion and --tune choose how a lexical side fuses; add --lexical bm25")
     if fusion and tune_split:
         raise click.UsageError("give --fusion or --tune, not both")
+    _check_tune_measure(tune_split, tune_measure)
+
+
+def _check_tune_measure(tune_split, tune_measure) -> None:
+    """--tune-measure without --tune (index and bench)."""
     if tune_measure and not tune_split:
         raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
-    if source is not None:
-        if embeddings or data is not None or add is not None or remove or tune_split:
-            raise click.UsageError("SOURCE indexes a folder of code; --embeddings, --data, --add, --remove and "
-                                   "--tune do not go with it")
-        _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
-                   index_options=index_options)
-        # opened only if something must be encoded: an unchanged folder is answered without torch
-        choice = api.ModelChoice(backbone, model, api.parse_options(backbone_options))
-        done = api.index_source(source, out, model=choice, kind=index_name,
-                            metric=metric, lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
-                            **api.parse_options(index_options))
-        click.echo(f"{done.summary()}; the index is in {out}")
-        return
-    if lexical and (embeddings or add is not None or remove):
-        raise click.UsageError("--lexical builds a hybrid index from --data (an update keeps the index's own lexical "
-                               "side); --embeddings carry no texts to index")
-    if tune_split and tune_split == split:
-        raise click.UsageError(f"--tune {tune_split} would choose the fusion on the documents being indexed; tune on "
-                               f"another split")
-    if add is not None or remove:
-        if embeddings or data is not None:
-            raise click.UsageError("--add/--remove update the index in --out; build a new one with --embeddings or "
-                                   "--data instead, not both")
-        _update(out, add, remove, split, batch_size, not no_verify)
-        return
-    if (not embeddings) == (data is None):
-        raise click.UsageError("give exactly one of --embeddings DIR (repeatable) or --data FORMAT:PATH "
-                               "(or --add/--remove to update the index in --out)")
-    if no_verify and not embeddings:
-        raise click.UsageError("--no-verify skips the checks of --embeddings folders; with --data there are none")
-    if embeddings:
-        _preflight(index=index_name, index_options=index_options)
-        count, parts = api.index_embeddings(embeddings, out, kind=index_name, metric=metric, verify=not no_verify,
-                                        **api.parse_options(index_options))
-        shards = f" from {parts} shards" if parts > 1 else ""
-        click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
-        return
-    _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
-               backbone_options=backbone_options, index=index_name, index_options=index_options, retriever=lexical)
-    # an empty index would answer every search with nothing, and exit 0
-    fusion_spec = _fusion(fusion)
-    dataset = _read(data, split, data_options, need=("documents",))
-    encoder = _model(backbone, model, backbone_options)
-    if tune_split:
-        tuned = api.tune_fusion(encoder, _read(data, tune_split, data_options, need=("documents", "queries")),
-                            split=tune_split, lexical=lexical, batch_size=batch_size, measure=tune_measure)
-        fusion_spec = tuned["fusion"]
-        click.echo(f"fusion {fusion_spec} scored best on the {tune_split} split ({tuned['measure']} "
-                   f"{100 * tuned['scores'][fusion_spec]:.2f} over {tuned['queries']} queries)", err=True)
-    built = api.build_index(encoder, dataset, kind=index_name, metric=metric, batch_size=batch_size, lexical=lexical,
-                        fusion=fusion_spec, **api.parse_options(index_options))
-    if tune_split:
-        built.meta["lexical"]["tuning"] = tuned
-    built.save(out)
-    hybrid = f", hybrid with {lexical}, fusion {built.fusion.spec}" if lexical else ""
-    click.echo(f"indexed {len(built)} vectors ({index_name}, {metric}{hybrid}) in {out}")
 
 
-def _update(out, add, remove, split, batch_size, verify):
+def _index_source(source, out, *, lexical, fusion, backbone, model, backbone_options, batch_size, index_name,
+                  index_options, metric, others) -> None:
+    """``structret index SOURCE``: a folder of code mined, encoded where it changed and indexed hybrid."""
+    if any(others.values()):
+        raise click.UsageError("SOURCE indexes a folder of code; --embeddings, --data, --add, --remove and "
+                               "--tune do not go with it")
+    _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
+               index_options=index_options)
+    # opened only if something must be encoded: an unchanged folder is answered without torch
+    choice = api.ModelChoice(backbone, model, api.parse_options(backbone_options))
+    options: dict[str, Any] = api.parse_options(index_options)  # the index plugin's, checked by _preflight
+    done = api.index_source(source, out, model=choice, kind=index_name, metric=metric,
+                            lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
+                            **options)
+    click.echo(f"{done.summary()}; the index is in {out}")
+
+
+def _index_update(out, add, remove, *, split, batch_size, verify, embeddings, data, lexical) -> None:
     """``structret index --add/--remove``: the ids to remove (``@FILE``: one a line), then update_index."""
+    if lexical:
+        raise click.UsageError(_NO_TEXTS)
+    if embeddings or data is not None:
+        raise click.UsageError("--add/--remove update the index in --out; build a new one with --embeddings or "
+                               "--data instead, not both")
     if not os.path.isdir(out):
         raise StructretError(f"--add/--remove update an existing index, and {out} is not a folder; build one first "
                              f"with 'structret index --data FORMAT:PATH --index usearch --out {out}'.")
@@ -510,6 +512,74 @@ def _update(out, add, remove, split, batch_size, verify):
             raise StructretError(f"--remove {given}: cannot read {given[1:]} ({exc.strerror}).") from None
     done = api.update_index(out, add=add, remove=ids, split=split, batch_size=batch_size, verify=verify)
     click.echo(f"updated {out}: added {done.added}, removed {done.removed}; it holds {done.count} vectors")
+
+
+def _index_embeddings(embeddings, out, *, verify, data, lexical, index_name, index_options, metric) -> None:
+    """``structret index --embeddings DIR``: the vectors of 'structret encode' (all its shards) indexed."""
+    if lexical:
+        raise click.UsageError(_NO_TEXTS)
+    if data is not None:
+        raise click.UsageError(_ONE_SOURCE)
+    _preflight(index=index_name, index_options=index_options)
+    count, parts = api.index_embeddings(embeddings, out, kind=index_name, metric=metric, verify=verify,
+                                        **api.parse_options(index_options))
+    shards = f" from {parts} shards" if parts > 1 else ""
+    click.echo(f"indexed {count} vectors{shards} ({index_name}, {metric}) in {out}")
+
+
+def _index_data(data, out, *, split, data_options, no_verify, lexical, fusion, tune_split, tune_measure, backbone,
+                model, backbone_options, batch_size, index_name, index_options, metric) -> None:
+    """``structret index --data FORMAT:PATH``: a dataset's documents encoded and indexed (with --lexical, hybrid;
+    with --tune, fused as another split of the data scores best)."""
+    if tune_split and tune_split == split:
+        raise click.UsageError(f"--tune {tune_split} would choose the fusion on the documents being indexed; tune on "
+                               f"another split")
+    if data is None:
+        raise click.UsageError(_ONE_SOURCE)
+    if no_verify:
+        raise click.UsageError("--no-verify skips the checks of --embeddings folders; with --data there are none")
+    if backbone == LEXICAL_ONLY:
+        _index_lexical(data, out, split=split, data_options=data_options, lexical=lexical,
+                       others={"--model": model, "--fusion": fusion, "--tune": tune_split,
+                               "--backbone-option": backbone_options})
+        return
+    _preflight(data=[data], data_options=data_options, backbone=backbone, model=model,
+               backbone_options=backbone_options, index=index_name, index_options=index_options, retriever=lexical)
+    fusion_spec = _fusion(fusion)
+    # an empty index would answer every search with nothing, and exit 0
+    dataset = _read(data, split, data_options, need=("documents",))
+    encoder = _model(backbone, model, backbone_options)
+    if tune_split:
+        tuned = api.tune_fusion(encoder, _read(data, tune_split, data_options, need=("documents", "queries")),
+                                split=tune_split, lexical=lexical, batch_size=batch_size, measure=tune_measure)
+        fusion_spec = tuned["fusion"]
+        click.echo(f"fusion {fusion_spec} scored best on the {tune_split} split ({tuned['measure']} "
+                   f"{100 * tuned['scores'][fusion_spec]:.2f} over {tuned['queries']} queries)", err=True)
+    options: dict[str, Any] = api.parse_options(index_options)  # the index plugin's, checked by _preflight
+    built = api.build_index(encoder, dataset, kind=index_name, metric=metric, batch_size=batch_size, lexical=lexical,
+                            fusion=fusion_spec, **options)
+    if tune_split:
+        built.meta["lexical"]["tuning"] = tuned
+    built.save(out)
+    hybrid = f", hybrid with {lexical}, fusion {built.fusion.spec}" if lexical else ""
+    click.echo(f"indexed {len(built)} vectors ({index_name}, {metric}{hybrid}) in {out}")
+
+
+LEXICAL_ONLY = "none"  # --backbone none: a lexical index, no vectors
+
+
+def _index_lexical(data, out, *, split, data_options, lexical, others) -> None:
+    """``structret index --data FORMAT:PATH --backbone none --lexical R``: the documents indexed by the lexical
+    retriever alone; searching it loads no model (api.build_index with no model)."""
+    if not lexical:
+        raise click.UsageError("--backbone none indexes no vectors; name the lexical side: --lexical bm25")
+    for flag, given in others.items():
+        if given:
+            raise click.UsageError(f"{flag} goes with a model; --backbone none indexes no vectors")
+    _preflight(data=[data], data_options=data_options, retriever=lexical)
+    built = api.build_index(None, _read(data, split, data_options, need=("documents",)), lexical=lexical)
+    built.save(out)
+    click.echo(f"indexed {len(built)} documents ({lexical}, no vectors) in {out}")
 
 
 @cli.command()
@@ -559,15 +629,17 @@ def search(index_dir, queries, k, lines, as_json, no_verify):
       structret search runs/project "read a config file" --json | jq '.[0].hits[0].location'
     """
     found = api.load_index(index_dir, verify=not no_verify, texts=lines > 0 or as_json)
-    if not found.meta.get("backbone"):
+    lexical_only = found.index is None  # 'structret index --backbone none': searched without a model
+    if not lexical_only and not found.meta.get("backbone"):
         raise StructretError(f"{index_dir} records no backbone, so queries cannot be encoded; build it with 'structret index'.")
-    model = found.model  # loaded (and checked against the index) before any query is encoded
+    model = None if lexical_only else found.model  # loaded (and checked) before any query is encoded
     if found.texts_note:
         click.echo(f"warning: {found.texts_note}", err=True)
     root = (found.meta.get("source") or {}).get("path")
     results = [{"query": query, "hits": [api.readable(hit, query, rank=rank, root=root, lines=lines)
                                          for rank, hit in enumerate(hits, 1)]}
-               for query, hits in zip(queries, found.search(model, list(queries), k))]
+               for query, hits in zip(queries, found.search(model, list(queries), k) if model is not None
+                                      else found.search(list(queries), k=k))]
     if as_json:
         click.echo(json.dumps(results, indent=1))
         return
@@ -927,36 +999,23 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
           row_labels, seeds, out, batch_size, limit, json_out, no_vector_cache, fusion, tune_split, tune_measure):
     """Score retrieval systems on datasets and print one table.
 
-    With no options: mines the installed Python standard library into CodeSearchNet rows
-    (once, cached in STRUCTRET_CACHE or ~/.cache/structret), indexes the functions it keeps (4,732
-    for Python 3.11) with BM25, with the bundled all-MiniLM-L6-v2 and with both fused (bm25+minilm;
-    bm25-fields+minilm, BM25 per field of a function), and scores their docstrings as
-    queries. Almost all of the first run's time is MiniLM encoding the functions; the
-    vectors are kept (STRUCTRET_CACHE/vectors, under a hash of the model's weights and
-    settings), so a second run encodes only texts it has not seen; the hybrid rows reuse
-    MiniLM's vectors. Measured on 2 cores: AMD EPYC (AVX2), the first run took 211 s (25 s
-    mining, 171 s encoding 4,732 functions and 4,516 docstrings), the second 12 s; an
-    Intel Xeon with AMX-BF16 (bf16 chosen), 79 s for the first run with the hybrid rows.
+    The options choose one of three jobs:
 
-    Each dataset is scored with the protocol of the task its reader declares:
-    code search (one document per query) gets MRR@100 over the full pool
-    (CodeXGLUE Adv / SANTA) and CodeSearchNet's 999-distractor MRR; graded data
-    (ESCI) gets reranking NDCG with the two- and four-class gains; other qrels get
-    nDCG@10, R@100 and MRR@10 (or the dataset's own measures). A plugin adds a task
-    with its protocol ('structret plugins --kind protocol' lists them).
+    --system, or neither option below: rows = systems, columns = one --data's measures. With no
+    options: the installed Python standard library mined into CodeSearchNet rows, its docstrings as
+    queries, scored with BM25, the bundled all-MiniLM-L6-v2 and both fused (bm25+minilm,
+    bm25-fields+minilm). Mined rows and vectors are cached (STRUCTRET_CACHE, else ~/.cache/structret):
+    a second run encodes only texts it has not seen. How long each run takes: docs/performance.md ("The cold main job").
 
-    With --recipe, each recipe is trained on every --data's train split (then
-    --finetune), scored on its test split: rows = systems, columns = dataset x metric.
-    --suite coir --data-root PATH scores the --system's on every CoIR task folder under PATH
-    (CoIR's BEIR layout) with nDCG@10 as CoIR computes it: one column per task and their mean.
-    With --suite, the table is a paper's: its rows and columns, the paper's numbers next
-    to the measured ones, offline stand-ins when the paper's data is not given. Trained
-    runs and evaluations are cached (STRUCTRET_CACHE): a re-run recomputes only what changed.
-    --seeds N trains each trained row N times (seeds = the recipe's seed + 0..N-1, each a
-    cached run of its own) and prints mean ± sample std; results.json keeps every seed's value.
-    A suite dataset with a validation split (the ablation suites) scores every row on it
-    too, and a row with variants is the variant with the best validation mean: only that
-    one is scored on the test split.
+    --recipe: each recipe trained on every --data's train split (then --finetune) and scored on its
+    test split; --zero-shot adds the untrained rows.
+
+    --suite NAME: a paper's table, the paper's numbers beside the measured ones (offline stand-ins for
+    data not given). --suite coir --data-root PATH: every --system on every CoIR task folder.
+
+    Each dataset is scored by its task's protocol ('structret plugins --kind protocol'; code search:
+    MRR@100 and CodeSearchNet's 999-distractor MRR). Trained runs and evaluations are cached: a re-run
+    recomputes only what changed.
 
     \b
     Examples:
@@ -966,52 +1025,85 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
       structret bench --data codesearchnet:other.jsonl.gz --system minilm --system runs/sda
       structret bench --data codesearchnet:go --system minilm --system bm25+minilm --tune valid --json go.json
       structret bench --recipe minilm-code --recipe khan-jang-minilm-informed --set max_steps=20 --zero-shot
+      structret bench --recipe minilm-code --zero-shot --set max_steps=20 --seeds 3   # seeds 42, 43, 44
       structret bench --suite santa --set max_steps=50 --out bench-out/santa
       structret bench --suite santa --data code=adv:dataset --backbone codet5-base   # the full reproduction
-      structret bench --suite attempt --data-option limit=2000 --set max_steps=20
-      structret bench --recipe minilm-code --zero-shot --set max_steps=20 --seeds 3   # seeds 42, 43, 44
-      structret bench --suite santa-ablation --seeds 3 --out bench-out/santa-ablation
       structret bench --suite coir --data-root coir-data --system bm25 --system minilm --out bench-out/coir
     """
-    if tune_measure and not tune_split:
-        raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
-    if (fusion or tune_split) and (suite or recipes or data_root):
-        raise click.UsageError("--fusion and --tune go with --system tables (hybrid systems such as bm25+minilm)")
-    if data_root or suite and api.suite_needs_root(suite):
+    _check_tune_measure(tune_split, tune_measure)
+    training = dict(data_options=data_options, settings=settings, backbone=backbone, seeds=seeds,
+                    batch_size=batch_size, limit=limit, json_out=json_out, fusion=fusion, tune_split=tune_split)
+    if data_root or suite and api.suite_needs_root(suite):  # a suite of data folders: api.bench_folders
         _bench_folders(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache,
-                    {"--data": data, "--data-option": data_options, "--recipe": recipes, "--finetune": finetune,
-                     "--zero-shot": zero_shot, "--set": settings, "--backbone": backbone, "--row": row_labels,
-                     "--seeds": seeds > 1, "--json": json_out})
-        return
+                       fusion=fusion, tune_split=tune_split,
+                       others={"--data": data, "--data-option": data_options, "--recipe": recipes,
+                               "--finetune": finetune, "--zero-shot": zero_shot, "--set": settings,
+                               "--backbone": backbone, "--row": row_labels, "--seeds": seeds > 1, "--json": json_out})
+    elif suite:  # a paper's table: api.bench_suite
+        _bench_suite(suite, data, row_labels, out, others={"--recipe": recipes, "--finetune": finetune,
+                                                           "--zero-shot": zero_shot}, **training)
+    elif recipes:  # recipes trained and scored: api.bench_recipes
+        _bench_recipes(recipes, data, systems, out, split=split, finetune=finetune, zero_shot=zero_shot, **training)
+    else:  # systems on one dataset: api.run_bench
+        _bench_systems(systems, data, split=split, data_options=data_options, batch_size=batch_size, limit=limit,
+                       json_out=json_out, no_vector_cache=no_vector_cache, fusion=fusion, tune_split=tune_split,
+                       tune_measure=tune_measure,
+                       others={"--finetune": finetune, "--zero-shot": zero_shot, "--set": settings,
+                               "--backbone": backbone, "--row": row_labels, "--out": out, "--seeds": seeds > 1})
 
-    if suite or recipes:
-        if json_out:
-            raise click.UsageError("--json is for --system tables; with --recipe/--suite use --out DIR (results.json)")
-        common = dict(data_options=api.parse_options(data_options), settings=api.parse_settings(settings),
-                      backbone=backbone, seeds=seeds, batch_size=batch_size, limit=limit)
-        if suite:
-            if recipes or finetune or zero_shot:
-                raise click.UsageError("--suite names its own rows; leave out --recipe, --finetune and --zero-shot")
-            ran = api.bench_suite(suite, list(data), rows=list(row_labels), **common)
-        else:
-            if split:
-                raise click.UsageError("--recipe trains on each dataset's train split and scores its test split; "
-                                       "leave out --split")
-            ran = api.bench_recipes(list(recipes), list(data), finetune=finetune, zero_shot=zero_shot,
-                                    systems=list(systems), **common)
-        click.echo(ran.table.markdown())
-        paths = ran.table.write(out or "bench-out")
-        click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']} ({ran.summary()})", err=True)
-        return
-    for flag, given in (("--finetune", finetune), ("--zero-shot", zero_shot), ("--set", settings),
-                        ("--backbone", backbone), ("--row", row_labels), ("--out", out), ("--seeds", seeds > 1)):
+
+def _only_system_tables(fusion, tune_split) -> None:
+    """--fusion and --tune, given to a bench job other than --system tables."""
+    if fusion or tune_split:
+        raise click.UsageError("--fusion and --tune go with --system tables (hybrid systems such as bm25+minilm)")
+
+
+def _training_table(*, data_options, settings, backbone, seeds, batch_size, limit, json_out, fusion,
+                    tune_split) -> dict:
+    """What ``bench --suite`` and ``bench --recipe`` check and pass alike: the keywords of bench_suite and
+    bench_recipes."""
+    _only_system_tables(fusion, tune_split)
+    if json_out:
+        raise click.UsageError("--json is for --system tables; with --recipe/--suite use --out DIR (results.json)")
+    return dict(data_options=api.parse_options(data_options), settings=api.parse_settings(settings),
+                backbone=backbone, seeds=seeds, batch_size=batch_size, limit=limit)
+
+
+def _bench_suite(suite, data, row_labels, out, *, others, **training) -> None:
+    """``bench --suite NAME``: a paper's table (or a suite .toml's), its rows trained and scored."""
+    common = _training_table(**training)
+    if any(others.values()):
+        raise click.UsageError("--suite names its own rows; leave out --recipe, --finetune and --zero-shot")
+    _write_table(api.bench_suite(suite, list(data), rows=list(row_labels), **common), out)
+
+
+def _bench_recipes(recipes, data, systems, out, *, split, finetune, zero_shot, **training) -> None:
+    """``bench --recipe``: each recipe trained on every --data's train split and scored on its test split."""
+    common = _training_table(**training)
+    if split:
+        raise click.UsageError("--recipe trains on each dataset's train split and scores its test split; "
+                               "leave out --split")
+    _write_table(api.bench_recipes(list(recipes), list(data), finetune=finetune, zero_shot=zero_shot,
+                                   systems=list(systems), **common), out)
+
+
+def _write_table(ran, out) -> None:
+    """A training table printed, and written with its results.json and plot to --out."""
+    click.echo(ran.table.markdown())
+    paths = ran.table.write(out or "bench-out")
+    click.echo(f"wrote {paths['md']}, {paths['json']} and {paths['png']} ({ran.summary()})", err=True)
+
+
+def _bench_systems(systems, data, *, split, data_options, batch_size, limit, json_out, no_vector_cache, fusion,
+                   tune_split, tune_measure, others) -> None:
+    """``bench --system``: systems scored on one dataset (the mined standard library by default)."""
+    for flag, given in others.items():
         if given:
             raise click.UsageError(f"{flag} goes with --recipe or --suite")
     if len(data) > 1:
         raise click.UsageError("--system tables score one --data; give several with --recipe")
-
     systems = list(systems) or [defaults.LEXICAL, defaults.BACKBONE, f"{defaults.LEXICAL}+{defaults.BACKBONE}",
-                                 f"{defaults.FIELDS_LEXICAL}+{defaults.BACKBONE}"]
+                                f"{defaults.FIELDS_LEXICAL}+{defaults.BACKBONE}"]
     _preflight(data=data, data_options=data_options, systems=systems)
     fusion_spec = _fusion(fusion)
     if tune_split and not data:
@@ -1026,15 +1118,17 @@ def bench(data, split, data_options, systems, recipes, finetune, zero_shot, sett
         dataset = _read(data[0], split or "test", data_options, need=("documents", "queries"))
     tune = _read(data[0], tune_split, data_options, need=("documents", "queries")) if tune_split else None
     result = api.run_bench(dataset, systems, batch_size=batch_size, limit=limit, vector_cache=not no_vector_cache,
-                       fusion=fusion_spec, tune=tune, tune_measure=tune_measure)
+                           fusion=fusion_spec, tune=tune, tune_measure=tune_measure)
     click.echo(result.markdown())
     if json_out:
         result.write_json(json_out)
         click.echo(f"wrote {json_out}", err=True)
 
 
-def _bench_folders(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache, others) -> None:
+def _bench_folders(suite, data_root, systems, split, batch_size, limit, out, no_vector_cache, *, fusion, tune_split,
+                   others) -> None:
     """``bench --suite NAME --data-root PATH``: a suite built from folders of data (CoIR's)."""
+    _only_system_tables(fusion, tune_split)
     if not suite:
         raise click.UsageError("--data-root goes with --suite NAME, a suite built from folders of data "
                                "('structret plugins --kind suite' lists the suites), e.g. --suite coir")

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,16 @@ def test_every_command_help_shows_an_example(command):
     result = CliRunner().invoke(cli, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Example" in result.output and f"structret {command}" in result.output
+
+
+# a measured duration or the machine it was measured on: those belong in docs/performance.md
+_TIMING = re.compile(r"\b\d[\d,.]* ?(s|ms|min|minutes|seconds|hours?)\b|Measured on|\bcores?\b|EPYC|Xeon|\bZen\b|AVX|AMX")
+
+
+@pytest.mark.parametrize("command", [None, *sorted(cli.commands)])  # core's commands (plugins' are theirs)
+def test_no_command_help_quotes_machine_timings(command):
+    output = CliRunner().invoke(cli, [command, "--help"] if command else ["--help"]).output
+    assert not [line for line in output.splitlines() if _TIMING.search(line)]
 
 
 def test_plugins_lists_name_kind_distribution_and_help(fresh_registry):

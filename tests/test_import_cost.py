@@ -18,6 +18,8 @@ import pytest
 from _import_cost import LIGHT, TORCH, run_code, run_commands
 from _tiny_models import build_lively_bert, tiny_bert_dir  # noqa: F401  (fixture)
 
+from structret.errors import StructretError
+
 # --- the mechanism, on made-up packages --------------------------------------------------
 
 
@@ -199,3 +201,27 @@ def test_an_index_built_with_an_onnx_export_is_built_and_searched_without_torch(
     assert [h["id"] for h in hits] == [h.id for h in expected] and len(hits) == 4
     assert [h["score"] for h in hits] == pytest.approx([h.score for h in expected], rel=1e-5)
     assert index.model.backbone_name == "onnx"  # SearchIndex.model reopens the export, not the torch model
+
+
+
+def test_a_bm25_index_is_built_and_searched_without_torch(tmp_path):
+    """``structret index --backbone none --lexical bm25``: no vectors and nothing that encodes, built and
+    searched with no torch; the command's hits are the API's, all from the lexical side."""
+    import structret.api as api
+
+    data = f"codesearchnet:{Path(__file__).parent / 'data' / 'csn' / 'mined' / 'functions.jsonl.gz'}"
+    query = "parse a duration such as 1h30m into seconds"
+    done = run_commands(["index", "--data", data, "--backbone", "none", "--lexical", "bm25", "--out", tmp_path / "idx"],
+                        ["search", tmp_path / "idx", query, "-k", "3", "--json"]).check()
+    assert not done.loaded, done.report()
+    meta = json.loads((tmp_path / "idx" / "structret.json").read_text(encoding="utf-8"))
+    assert meta["index"] is None and meta["model"] is None and meta["lexical"]["retriever"] == "bm25"
+    hits = json.loads(done.stdout[done.stdout.index("["):])[0]["hits"]
+    assert len(hits) == 3 and all(h["sources"] == ["lexical"] for h in hits)
+    index = api.load_index(tmp_path / "idx")
+    assert len(index) == len(api.load_dataset(data).corpus) and index.fusion is None
+    expected = index.search([query], k=3)[0]
+    assert [h["id"] for h in hits] == [h.id for h in expected]
+    assert "parse_duration" in expected[0].text and expected[0].score > expected[1].score
+    with pytest.raises(StructretError, match="lexical"):
+        api.update_index(tmp_path / "idx", add=data)

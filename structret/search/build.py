@@ -10,6 +10,7 @@ from structret import defaults
 from structret.contracts import HasFormatDocument
 from structret.datasets import dataset_split, require
 from structret.errors import StructretError
+from structret.linearization import TextFormat
 from structret.models import Model
 from structret.records import Dataset
 from structret.registry import get_registry
@@ -54,6 +55,8 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     be passed as ``vectors=`` (then ``model`` may be None, and search needs a model).
     ``kind`` is a registered index (flat, hnsw, ...), ``index_options`` go to it; ``"auto"`` picks
     one by the number of documents (``choose_index``).
+    ``model`` None with a dataset and ``lexical=``: a lexical index, no vectors (searched by the lexical
+    side alone; loading and searching it needs no model, so no torch).
     ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
     search by ``fusion`` (structret.search.fusion: ``"zscore:0.2"``, a Fusion, or None: the fusion the model's
     recipe was shipped with, ``Recipe.fusion``, else the default).
@@ -65,7 +68,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     retriever = get_registry().create("retriever", lexical) if lexical is not None else None
     reader = _reader(retriever)
     built = _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors, index_options,
-                   reader)
+                   reader, lexical)
     if readings is not None:
         if lexical is None or reader is None:
             raise StructretError(f"readings= are how a lexical side that reads records its own way (format_document) "
@@ -76,6 +79,9 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
             raise StructretError(f"got {len(readings)} readings for {len(built.texts or ())} texts; give one per id.")
         built.readings = dict(zip(built.texts or {}, readings))
     if lexical is not None:
+        if built.index is None and fusion is not None:
+            raise StructretError("fusion= says how vectors and a lexical side fuse; a lexical index (no model) "
+                                 "has only the lexical side.")
         built.add_lexical(lexical, decide_fusion(fusion, model.recipe if model is not None else None),
                           retriever=retriever)
     elif fusion is not None:
@@ -94,7 +100,7 @@ def _reader(retriever: Any) -> Callable[[Any], str] | None:
 
 
 def _build(model, data, split, kind, metric, batch_size, show_progress, ids, texts, vectors,
-           index_options, reader=None) -> SearchIndex:
+           index_options, reader=None, lexical=None) -> SearchIndex:
     if vectors is None and data is not None and not isinstance(data, (str, Dataset)):
         data, vectors = None, data
     if vectors is not None:
@@ -113,11 +119,18 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
         index.add(list(ids), array)
         kept = dict(zip(map(str, ids), texts)) if texts is not None else None
         return SearchIndex(index, meta=_model_meta(model) | {"index": name}, texts=kept, model=model)
-    if model is None:
-        raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)).")
+    if model is None and not lexical:
+        raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)), "
+                             "or lexical='bm25' without one for a lexical index.")
     if ids is not None or texts is not None:
         raise StructretError("ids= and texts= go with vectors; a dataset brings its own.")
     dataset = documents_of(data, split)
+    if model is None:  # a lexical index: the texts (and the lexical side's readings), nothing encoded
+        kept = {i: TextFormat().document(r) for i, r in dataset.corpus.items()}
+        built = SearchIndex(None, meta=_model_meta(None) | {"index": None}, texts=kept)
+        if reader is not None:
+            built.readings = {i: reader(r) for i, r in dataset.corpus.items()}
+        return built
     doc_ids = list(dataset.corpus)
     doc_texts = [model.text(r, "document") for r in dataset.corpus.values()]
     encoded = model.backbone.encode(doc_texts, kind="document", batch_size=batch_size, show_progress=show_progress)

@@ -38,9 +38,10 @@ class Hit:
 
 class SearchIndex:
     """An index plugin plus what searching it needs: the model whose vectors it holds (by
-    name, loaded on first use) and the document texts."""
+    name, loaded on first use) and the document texts. ``index`` None: a lexical index, no vectors
+    (``build_index(None, data, lexical="bm25")``): searched by its lexical side alone, with no model."""
 
-    def __init__(self, index: Index, *, meta: dict[str, Any] | None = None, texts: Mapping[str, str] | None = None,
+    def __init__(self, index: Index | None, *, meta: dict[str, Any] | None = None, texts: Mapping[str, str] | None = None,
                  model: Model | None = None, verify: bool = True, path: str | os.PathLike | None = None):
         self.index = index  # the plugin object
         # model, backbone, model_override: written to structret.json, read by 'structret search'
@@ -65,7 +66,7 @@ class SearchIndex:
     def fusion(self):
         """How a hybrid index fuses its two sides (structret.search.fusion.Fusion); None without a lexical side."""
         lexical = self.meta.get("lexical")
-        return decide_fusion(lexical.get("fusion")) if lexical else None
+        return decide_fusion(lexical.get("fusion")) if lexical and self.index is not None else None
 
     def add_lexical(self, name: str = defaults.LEXICAL, fusion: Any = None, *, retriever: Any = None,
                     **options: Any) -> None:
@@ -142,6 +143,8 @@ class SearchIndex:
         return self.meta.get("index", "")
 
     def __len__(self) -> int:
+        if self.index is None:
+            return len(self.lexical) if self.lexical is not None else len(self.texts or ())
         return len(self.index)
 
     @property
@@ -175,11 +178,14 @@ class SearchIndex:
         built the index. A model other than the index's raises ArtifactError: scores between
         different models mean nothing.
         """
+        encoder: Model | None
         if not isinstance(model, Model):
             queries = model
-            model = self.model
+            encoder = self.model if self.index is not None else None
         else:
-            self._check(model)
+            encoder = model
+            if self.index is not None:
+                self._check(model)
         if queries is None:
             raise StructretError("no queries: index.search(model, 'a query', k=10) or a list of queries.")
         from structret.search.saved import check_k
@@ -187,8 +193,20 @@ class SearchIndex:
         check_k(k)  # before the queries are encoded
         single = isinstance(queries, str)
         texts = [queries] if isinstance(queries, str) else list(queries)
-        hits = self.search_vectors(model.encode_query(texts), k, texts=texts)
+        if encoder is None:  # a lexical index: no vectors, no model
+            hits = self._search_lexical(texts, k)
+        else:
+            hits = self.search_vectors(encoder.encode_query(texts), k, texts=texts)
         return hits[0] if single else hits
+
+    def _search_lexical(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
+        """A lexical index's top ``k`` for each query text."""
+        if self.lexical is None:
+            raise ArtifactError(f"{self.path or 'this index'} holds neither vectors nor a lexical side; rebuild it.")
+        texts_by_id = self.texts or {}
+        width = min(k, len(self.lexical))
+        return [[Hit(i, float(s), texts_by_id.get(i), ("lexical",)) for i, s in zip(ids[:width], scores)]
+                for ids, scores in self.lexical.search(texts, width)]  # a side may list more than asked
 
     def search_vectors(self, vectors: Any, k: int = 10, *, texts: Sequence[str] | None = None) -> list[list[Hit]]:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
@@ -198,6 +216,9 @@ class SearchIndex:
 
         k = check_k(k)
         texts_by_id = self.texts or {}
+        if self.index is None:
+            raise StructretError("this index is lexical (no vectors): search it with the query texts, "
+                                 "index.search(['a query'], k).")
         if self.lexical is None:
             scores, ids = self.index.search(vectors, k)
             return [[Hit(str(i), float(s), texts_by_id.get(i)) for s, i in zip(row_scores, row_ids)]
@@ -214,8 +235,9 @@ class SearchIndex:
         """Each query's ``(lexical, dense)`` candidates, each ``(ids, scores)`` best first, ``depth`` (at least
         ``k``) a side: the one route to both sides (a lexical side held by the index plugin too), for
         search_vectors and for callers that fuse the same lists many ways (the whole-project benchmark)."""
-        if self.lexical is None:
-            raise StructretError("this index has no lexical side; add one with add_lexical('bm25').")
+        if self.lexical is None or self.index is None:
+            raise StructretError("candidates come from both sides of a hybrid index; this one has "
+                                 f"{'no lexical side' if self.lexical is None else 'no vectors'}.")
         dense_scores, dense_ids = self.index.search(vectors, max(k, min(depth, len(self.index))))
         lexical = self.lexical.search(texts, max(k, min(depth, len(self.lexical.ids))))
         return [(lexical_side, ([str(i) for i in d_ids], d_scores))
@@ -225,8 +247,19 @@ class SearchIndex:
         """Write the index, its ``structret.json`` and its texts, checksummed, as ``structret index`` does."""
         from structret.search.texts import write_texts
 
-        self.index.save(str(path), meta={key: self.meta.get(key) for key in _SAVED if key in self.meta}
-                        | {"model": self.meta.get("model")})
+        meta = {key: self.meta.get(key) for key in _SAVED if key in self.meta} | {"model": self.meta.get("model")}
+        if self.index is None:  # a lexical index: its structret.json, texts and lexical side, sealed at once
+            from structret.artifacts import atomic_dir, write_meta
+            from structret.search.saved import FORMAT
+
+            with atomic_dir(path) as tmp:
+                write_meta(tmp, meta | {"index": None, "format": FORMAT, "count": len(self)})
+                pairs = list((self.texts or {}).items())
+                write_texts(tmp, [i for i, _ in pairs], [t for _, t in pairs])
+                if self.lexical is not None:
+                    self._save_lexical(tmp)
+            return
+        self.index.save(str(path), meta=meta)
         # the texts files it was loaded with linked and only the added texts written, else all of them
         if self.texts is not None and not self._save_added_texts(Path(path)) and self.texts:
             pairs = list(self.texts.items())  # one pass: a loaded index's texts are read from disk
@@ -321,7 +354,9 @@ def load_index(path: str | os.PathLike, *, verify: bool = True, texts: bool = Tr
 
     with verified(path, verify=verify):  # checked once, though read three times
         meta = read_meta(path)
-        index = load_plugin_index(path, verify=verify)
+        # index null with a lexical side: a lexical index, no vectors (SearchIndex.save)
+        lexical_only = meta.get("index") is None and bool(meta.get("lexical"))
+        index = None if lexical_only else load_plugin_index(path, verify=verify)
         # a TextStore where the texts have their lookups: a text is read when a hit shows it
         kept, why_not = open_index_texts(path, verify=verify) if texts else ({}, None)
         loaded = SearchIndex(index, meta=meta, texts=kept or None, verify=verify, path=path)

@@ -132,12 +132,12 @@ class IndexHeldSide:
         return len(self.index)
 
 
-def holds_lexical(index: Index) -> bool:
+def holds_lexical(index: Index | None) -> bool:
     """Whether an index plugin holds a hybrid's lexical side itself (``set_texts`` and ``search_lexical``)."""
     return isinstance(index, HasSetTexts) and isinstance(index, HasSearchLexical)
 
 
-def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "", *, retriever: Any = None
+def new_side(index: Index | None, name: str, options: dict[str, Any], kind: str = "", *, retriever: Any = None
              ) -> LexicalSide:
     """An unfitted lexical side for ``index``: the retriever ``name`` (with ``options``; or ``retriever``, made
     so already) held by the index plugin where it can hold one, else by itself; StructretError if the
@@ -149,6 +149,7 @@ def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "", *
             raise StructretError(f"this {kind} index holds its lexical side itself and needs the retriever's "
                                  f"terms and fields (terms(texts, kind), fields(texts)); '{name}' has not both. Use "
                                  f"bm25, bm25-fields or bm25-project, or another kind of index.")
+        assert index is not None  # holds_lexical(None) is False
         return IndexHeldSide(retriever, index)
     if not all(isinstance(retriever, member) for member in (HasSearch, HasSave, HasLoad)):
         raise StructretError(f"the retriever '{name}' cannot be an index's lexical side: it needs search(queries, "
@@ -156,7 +157,7 @@ def new_side(index: Index, name: str, options: dict[str, Any], kind: str = "", *
     return RetrieverSide(retriever)
 
 
-def load_side(index: Index, meta: dict[str, Any], directory: Path, path: Any, kind: str = "") -> LexicalSide:
+def load_side(index: Index | None, meta: dict[str, Any], directory: Path, path: Any, kind: str = "") -> LexicalSide:
     """The lexical side ``meta`` (an index's ``structret.json["lexical"]``) records, from ``directory``."""
     name = str(meta.get("retriever"))
     options = meta.get("options") or {}
@@ -167,6 +168,7 @@ def load_side(index: Index, meta: dict[str, Any], directory: Path, path: Any, ki
                 raise ArtifactError(f"{path}: its lexical side was held by its {kind} index, which now cannot "
                                     f"hold one; rebuild the index.")
             # held by the index: the retriever only reads the queries
+            assert index is not None  # holds_lexical(None) is False
             side = IndexHeldSide(get_registry().create("retriever", name, **options), index,
                                  weights=meta.get("field_weights"))
         else:

@@ -96,6 +96,11 @@ def update_lock(path: str | os.PathLike) -> Iterator[None]:
 
 
 def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
+    if found.index is None:
+        lexical = (found.meta.get("lexical") or {}).get("retriever", "bm25")
+        raise StructretError(f"the index at {path} is lexical (no vectors); build it again with the documents "
+                             f"it should hold: 'structret index --data FORMAT:PATH --backbone none --lexical "
+                             f"{lexical} --out {path}'.")
     if remove and not isinstance(found.index, HasRemove):
         raise StructretError(
             f"the index at {path} is a {found.kind!r} index, which cannot remove ids; rebuild it with an index "
@@ -142,6 +147,7 @@ def apply_update(found: SearchIndex, path: str | os.PathLike, ids: Sequence[str]
             # cannot tell: an id removed and added again, an edited function, sits where it was.)
             found._texts_origin = None
     if ids:
+        assert found.index is not None  # a lexical index is refused before (_update)
         try:
             found.index.add(list(ids), vectors)
         except IndexInputError as exc:
