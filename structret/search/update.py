@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from structret import defaults
 from structret.artifacts import META_FILE, atomic_dir
 from structret.contracts import HasClose, HasRemove
 from structret.search.build import documents_of, lexical_reader
@@ -97,7 +98,7 @@ def update_lock(path: str | os.PathLike) -> Iterator[None]:
 
 def _update(found: SearchIndex, path, add, remove, split, batch_size, verify, show_progress) -> None:
     if found.index is None:
-        lexical = (found.meta.get("lexical") or {}).get("retriever", "bm25")
+        lexical = (found.meta.get("lexical") or {}).get("retriever", defaults.LEXICAL)
         raise StructretError(f"the index at {path} is lexical (no vectors); build it again with the documents "
                              f"it should hold: 'structret index --data FORMAT:PATH --backbone none --lexical "
                              f"{lexical} --out {path}'.")
