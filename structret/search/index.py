@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from structret import defaults
-from structret.artifacts import add_to_checksums, checksummed, read_meta, rebuild_hint, verified
+from structret.artifacts import (add_to_checksums, atomic_dir, checksummed, read_meta, rebuild_hint, verified,
+                                 write_meta)
 from structret.contracts import HasFormatDocument, Index
 from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
@@ -249,7 +250,6 @@ class SearchIndex:
 
         meta = {key: self.meta.get(key) for key in _SAVED if key in self.meta} | {"model": self.meta.get("model")}
         if self.index is None:  # a lexical index: its structret.json, texts and lexical side, sealed at once
-            from structret.artifacts import atomic_dir, write_meta
             from structret.search.saved import FORMAT
 
             with atomic_dir(path) as tmp:
