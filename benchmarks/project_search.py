@@ -127,7 +127,7 @@ def scored(args, model) -> dict[str, list[tuple[str, object]]]:
             index_dir = data_dir(args) / "projects-index" / (model_tag(args) if args.model else "") / split / prepared.name
             got = candidates(prepared, index_dir, model=model, lexical="bm25-project",
                              fields=() if args.model else [*BASE_WEIGHTS, *PLACE_GRID])
-            print(f"{split} {prepared.name}: {len(got.answers)} queries over {got.functions} functions "
+            print(f"{split} {prepared.name}: {len(got.answers)} queries over {got.units} units "
                   f"[{time.perf_counter() - started:.0f} s]", file=sys.stderr, flush=True)
             found[split].append((language, got))
     return found
@@ -148,7 +148,7 @@ def run_model(args) -> None:
               "systems": {name: {"fusion": spec} for name, spec in systems.items()},
               "tuning": {"metric": "macro MRR@10 over the validation projects", "fusions": tried, "chosen": tuned},
               "splits": {split: {got.project: {"language": language, "queries": len(got.answers),
-                                               "functions": got.functions,
+                                               "units": got.units,
                                                **{name: metrics(got.ranks(spec)) for name, spec in systems.items()}}
                                  for language, got in found[split]} for split in SPLITS}}
     out = result_path(args)
@@ -208,7 +208,7 @@ def run(args) -> None:
     for split in SPLITS:
         rows = {}
         for language, got in found[split]:
-            rows[got.project] = {"language": language, "queries": len(got.answers), "functions": got.functions,
+            rows[got.project] = {"language": language, "queries": len(got.answers), "units": got.units,
                                  **{name: metrics(got.ranks(spec["fusion"], coherence=spec.get("coherence", 0.0),
                                                             prior=spec.get("prior", 0.0), weights=spec["weights"]))
                                     for name, spec in systems.items()}}
@@ -236,10 +236,10 @@ def table(record: dict) -> None:
                               + f" ({spec['fusion']})" for n, spec in record["systems"].items()
                               if n[0] == "+" or n == "place")
                   + "\n")
-        print("| project | queries | functions | " + " | ".join(names) + " |")
+        print("| project | queries | units | " + " | ".join(names) + " |")
         print("|---|---:|---:|" + "---:|" * len(names))
         for project, row in rows.items():
-            print(f"| {project} | {row['queries']} | {row['functions']} | " +
+            print(f"| {project} | {row['queries']} | {row['units']} | " +
                   " | ".join(f"{100 * row[n]['MRR@10']:.1f}" for n in names) + " |")
         print(f"\n**{split}: macro over {len(rows)} projects ({sum(r['queries'] for r in rows.values())} queries), "
               f"×100**\n")

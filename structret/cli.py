@@ -292,12 +292,13 @@ def _apply(options):
     return decorate
 
 
-def _preflight(*, data=(), data_options=(), backbone_options=(), index_options=(), **names):
+def _preflight(*, data=(), data_options=(), backbone_options=(), index_options=(), chunker_options=(), **names):
     """Every plugin name and option a command was given checked before any data is read
     (structret.api.check_names); the options as KEY=VALUE strings."""
     api.check_names(data=data, data_options=api.parse_options(data_options),
                     backbone_options=api.parse_options(backbone_options),
-                    index_options=api.parse_options(index_options), **names)
+                    index_options=api.parse_options(index_options),
+                    chunker_options=api.parse_options(chunker_options), **names)
 
 
 def _read(data, split, data_options, *, need=("documents",)):
@@ -396,15 +397,25 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
 @_apply(_fusion_options("With --lexical", "(recorded in the index)",
                         "the fusion a trained run's recipe ships with (minilm-catalog), else zscore:0.3"))
+@click.option("--chunker", default=defaults.CHUNKER, show_default=True,
+              help="With SOURCE: how files are cut into units, a registered chunker ('structret plugins --kind "
+                   "chunker').")
+@click.option("--chunker-option", "chunker_options", multiple=True, metavar="KEY=VALUE",
+              help="With SOURCE: an option of the chunker, repeatable ('structret plugins --options syntax'). Example: "
+                   "--chunker-option max_chars=1000")
 def index(source, embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
-          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure):
+          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure, chunker,
+          chunker_options):
     """Build a vector index from a source folder, a dataset or encoded embeddings, or update one.
 
-    With SOURCE, a folder of code: every language the miners read (by extension) is mined,
-    every function kept (documented or not), and indexed with BM25 per field fused with the
-    vectors (--lexical to choose another lexical side); the index records the folder. Run the
-    same command again after the code changed: only functions whose text changed are encoded
-    again, and it prints how many are new or edited, gone and unchanged.
+    With SOURCE, a folder of code: every file of the 19 languages the chunker reads, and text
+    files, cut into units that hold every line (each definition, and the code between them),
+    indexed with BM25 per field fused with the vectors (--lexical to choose another lexical side;
+    --backbone none for BM25 alone), ranked by the project's structure; the index records the
+    folder. Run the same command again after the code changed: only units whose text changed are
+    encoded again, and it prints how many are new or edited, gone and unchanged. .gitignore and
+    .structretignore are respected; a binary, non-UTF-8, minified or oversized file is skipped
+    and named.
 
     From shards ('structret encode --shard I/N'), every shard of the corpus must be
     there, encoded with the same model and text format; the error names the missing ones.
@@ -438,9 +449,12 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
     encoding = dict(backbone=backbone, model=model, backbone_options=backbone_options, batch_size=batch_size)
     kind = dict(index_name=index_name, index_options=index_options, metric=metric)
     if source is not None:  # a folder of code: api.index_source
-        _index_source(source, out, lexical=lexical, fusion=fusion, **encoding, **kind,
+        _index_source(source, out, lexical=lexical, fusion=fusion, chunker=chunker, chunker_options=chunker_options,
+                      **encoding, **kind,
                       others={"--embeddings": embeddings, "--data": data is not None, "--add": add is not None,
                               "--remove": remove, "--tune": tune_split})
+    elif chunker != defaults.CHUNKER or chunker_options:
+        raise click.UsageError("--chunker and --chunker-option say how SOURCE's files are cut; give SOURCE")
     elif add is not None or remove:  # an update of the index in --out: api.update_index
         _index_update(out, add, remove, split=split, batch_size=batch_size, verify=not no_verify,
                       embeddings=embeddings, data=data, lexical=lexical)
@@ -473,20 +487,29 @@ def _check_tune_measure(tune_split, tune_measure) -> None:
         raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
 
 
-def _index_source(source, out, *, lexical, fusion, backbone, model, backbone_options, batch_size, index_name,
-                  index_options, metric, others) -> None:
-    """``structret index SOURCE``: a folder of code mined, encoded where it changed and indexed hybrid."""
+def _index_source(source, out, *, lexical, fusion, chunker, chunker_options, backbone, model, backbone_options,
+                  batch_size, index_name, index_options, metric, others) -> None:
+    """``structret index SOURCE``: a folder's files cut into units, encoded where they changed and indexed
+    hybrid (with --backbone none: a lexical index)."""
     if any(others.values()):
         raise click.UsageError("SOURCE indexes a folder of code; --embeddings, --data, --add, --remove and "
                                "--tune do not go with it")
-    _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
-               index_options=index_options)
-    # opened only if something must be encoded: an unchanged folder is answered without torch
-    choice = api.ModelChoice(backbone, model, api.parse_options(backbone_options))
+    _preflight(chunker=chunker, chunker_options=chunker_options)
+    cut = api.parse_options(chunker_options)
+    if backbone == LEXICAL_ONLY:
+        if model or fusion or backbone_options:
+            raise click.UsageError("--backbone none indexes no vectors; --model, --fusion and --backbone-option "
+                                   "go with a model")
+        choice = None
+    else:
+        _preflight(backbone=backbone, model=model, backbone_options=backbone_options, index=index_name,
+                   index_options=index_options)
+        # opened only if something must be encoded: an unchanged folder is answered without torch
+        choice = api.ModelChoice(backbone, model, api.parse_options(backbone_options))
     options: dict[str, Any] = api.parse_options(index_options)  # the index plugin's, checked by _preflight
     done = api.index_source(source, out, model=choice, kind=index_name, metric=metric,
                             lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
-                            **options)
+                            chunker=chunker, chunker_options=cut, **options)
     click.echo(f"{done.summary()}; the index is in {out}")
 
 

@@ -71,6 +71,8 @@ RULES: dict[str, str] = {
                        "text[start:end] == entity.text",
     "linearizer-parents": "linearize(record) returns None or a Sequence whose parents (if any) give one index "
                           "per token, each -1 (the root) or a valid token index other than its own",
+    "chunker-tiling": "chunk(text, path) returns units in order that hold every line that is not blank exactly "
+                      "once, each unit's text its lines (blank lines between units belong to none)",
     "dataset-shape": "a reader returns a structret.records.Dataset whose qrels, pairs and negatives name only "
                      "queries and documents it holds, and whose stats count read = used + skipped",
     "backbone-encode": "encode(texts, kind=) returns a float32 matrix [len(texts), dim] of finite values",
@@ -426,6 +428,17 @@ class Miner(Protocol):
 
     def functions(self, source: str, path: str) -> list[Any]:
         """``structret.mining.MinedFunction`` rows of one file."""
+
+
+class Chunker(Protocol):
+    """How a project's files are cut into search units (``structret index SOURCE``): every line of a file
+    it reads in exactly one ``structret.records.Unit``, in order (``tests/test_chunker.py`` checks it)."""
+
+    def language(self, path: str, head: bytes = b"") -> str | None:
+        """The language of the file ``path`` (``head``: its first bytes), ``"text"``, or None: not read."""
+
+    def chunk(self, text: str, path: str, language: str | None = None) -> list[Any]:
+        """The units of one file's text; ValueError or SyntaxError for a file it cannot cut."""
 
 
 # --- search: indexes and retrievers --------------------------------------------------------
@@ -833,8 +846,8 @@ class EvaluationProtocol(Protocol):
 # A dataset reader returns a structret.records.Dataset, whose fields are checked instead; an
 # objective is checked by the objective-* rules (check_objective), which say more.
 PROTOCOLS: dict[str, type] = {
-    "backbone": Backbone, "index": Index, "retriever": Retriever, "miner": Miner, "extractor": Extractor,
-    "linearizer": Linearizer, "protocol": EvaluationProtocol,
+    "backbone": Backbone, "index": Index, "retriever": Retriever, "miner": Miner, "chunker": Chunker,
+    "extractor": Extractor, "linearizer": Linearizer, "protocol": EvaluationProtocol,
 }
 
 

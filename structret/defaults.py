@@ -18,6 +18,7 @@ ANN_OPTIONS = {"M": 16, "ef": 300}
 LEXICAL = "bm25"  # the lexical side of a hybrid, and of bench's baselines
 FIELDS_LEXICAL = "bm25-fields"  # bench's code-aware baseline: a function's fields, fused with the backbone
 SOURCE_LEXICAL = "bm25-project"  # index-source's lexical side: a function's fields and its place in the project
+CHUNKER = "syntax"  # how index-source cuts files into units: every line of 19 languages and of text files
 MINER = "python"  # structret mine, structret bench's corpus
 LINEARIZER = "dfs-parent"  # structret linearize
 FRESH_BACKBONE = "informed-transformer"  # structret new-model: a backbone trained from scratch

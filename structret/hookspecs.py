@@ -108,6 +108,19 @@ def register_miners(register):
 
 
 @hookspec
+def register_chunkers(register):
+    """Register chunkers: how ``structret index SOURCE`` cuts a project's files into search units.
+
+    Factory: ``chunker(**options) -> Chunker`` with ``language(path, head)`` (the language of a file it
+    reads, from its name and first bytes ``head``; ``"text"`` for a text file; None for one it leaves out)
+    and ``chunk(text, path, language=None)`` returning ``list[structret.records.Unit]`` that tile the
+    file: every line in exactly one unit, in order. A file it cannot cut raises ``ValueError`` (or
+    ``SyntaxError``), which the index skips and counts. Units are not training rows: ``structret mine``
+    uses the miners.
+    """
+
+
+@hookspec
 def register_extractors(register):
     """Register entity extractors (what masked entity prediction masks).
 

@@ -58,6 +58,26 @@ class TextRecord:
 Record = Union[CodeRecord, ItemRecord, TextRecord]
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A piece of a source file that search returns: lines ``start`` to ``end`` (1-based, inclusive) and their
+    text; ``kind`` (function, method, class, ..., code between definitions, text, or ``KIND-part`` for a piece
+    of a unit split at the size cap), the ``name`` it defines and its enclosing definition's qualified name."""
+
+    start: int
+    end: int
+    text: str
+    kind: str = "code"
+    name: str = ""
+    parent: str = ""
+    language: str = ""
+
+    @property
+    def qualified(self) -> str:
+        """``parent.name`` (``Client.get``), the name alone, or the parent for code inside a definition."""
+        return f"{self.parent}.{self.name}" if self.parent and self.name else self.name or self.parent
+
+
 @dataclass
 class Query:
     id: str

@@ -9,9 +9,12 @@
 it on small built-in fixtures: objectives on a tiny random BERT (and T5) saved and loaded back
 through ``from_pretrained``, exactly as ``--model DIR`` loads weights; extractors and
 linearizers on a few code and product records; indexes and retrievers on random vectors and
-short texts; a dataset reader on the ``path`` you pass. A broken rule raises
+short texts; chunkers on a few files (every line that is not blank in one unit); a dataset reader on
+the ``path`` you pass. A broken rule raises
 :class:`structret.errors.ContractError` naming the plugin and the rule. The tiny-model builders
 are public too (``build_tiny_bert``, ``build_tiny_t5``), for tests that need a model offline.
+
+Over 400 lines because it holds one contract check for each kind of plugin, side by side.
 """
 
 from __future__ import annotations
@@ -361,10 +364,32 @@ def _check_retriever(name: str, options: dict[str, Any]) -> dict[str, Any]:
     return {"documents": len(docs)}
 
 
+def _check_chunker(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    chunker = get_registry().create("chunker", name, **options)
+    made = 0
+    files = [(f"src/{r.id}.py", r.code + "\n\n" + r.code.replace("def ", "def other_")) for r in records()
+             if isinstance(r, CodeRecord)] + [("README.md", "# Title\n\nSome words.\n\n## Part\n\nMore.\n")]
+    for path, text in files:
+        units = chunker.chunk(text, path, chunker.language(path, text.encode()))
+        lines = text.splitlines()
+        after = 0  # the last line of the unit before
+        for unit in units:
+            gap = lines[after:unit.start - 1]
+            if unit.start <= after or unit.end < unit.start or any(line.strip() for line in gap) or \
+                    unit.text.splitlines() != lines[unit.start - 1:unit.end]:
+                raise broken("chunker", name, "chunker-tiling", f"{path}: a unit of lines {unit.start}-{unit.end} "
+                             f"after line {after}")
+            after = unit.end
+        if any(line.strip() for line in lines[after:]):
+            raise broken("chunker", name, "chunker-tiling", f"{path}: units end at line {after} of {len(lines)}")
+        made += len(units)
+    return {"files": len(files), "units": made}
+
+
 _CHECKS: dict[str, Callable[..., dict[str, Any]]] = {  # _check_objective also takes a backbone
     "objective": _check_objective, "backbone": _check_backbone, "extractor": _check_extractor,
     "linearizer": _check_linearizer, "dataset": _check_dataset, "index": _check_index,
-    "retriever": _check_retriever}
+    "retriever": _check_retriever, "chunker": _check_chunker}
 KINDS = tuple(_CHECKS)
 
 

@@ -190,7 +190,7 @@ def test_an_index_built_with_an_onnx_export_is_built_and_searched_without_torch(
     tmp, onnx = indexes
     built = run_commands(["index", tmp / "src", "--model", onnx, "--out", tmp / "onnx-idx"]).check()
     assert not built.loaded, built.report()
-    assert "indexed 4 functions" in built.stdout, built.stdout
+    assert "indexed 4 units" in built.stdout, built.stdout
     meta = json.loads((tmp / "onnx-idx" / "structret.json").read_text(encoding="utf-8"))
     assert meta["backbone"] == "onnx" and meta["model_override"] == str(onnx)
     searched = run_commands(["search", tmp / "onnx-idx", QUERY, "-k", "4", "--json"]).check()

@@ -51,27 +51,27 @@ def test_a_source_folder_is_indexed_and_kept_fresh(project, tmp_path, tiny_bert_
     idx = tmp_path / "idx"
     args = ["index", project, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", idx]
     first = run(*args).stdout
-    # every function, tests and one-liners too: an index of one's own code, not training pairs
-    assert "indexed 4 functions" in first and "1 javascript, 3 python" in first
-    assert "4 new or edited, 0 gone or edited, 0 unchanged; 4 encoded" in first
+    # every function, tests and one-liners too, and the text file: an index of one's own code, not training pairs
+    assert "indexed 5 units" in first and "1 javascript, 3 python, 1 text" in first
+    assert "5 new or edited, 0 gone or edited, 0 unchanged; 5 encoded" in first
     meta = json.loads((idx / "structret.json").read_text())
     assert meta["source"]["path"] == str(project) and meta["lexical"]["retriever"] == "bm25-project"
     found = run("search", idx, "debounce", "-k", "4", "--lines", "1").stdout  # a random tiny model: all four
     assert "util.js" in found and "function debounce" in found and "def test_read_config" in found
 
-    assert "built from all 2 files (no index there yet)" in first
+    assert "built from all 3 files (no index there yet)" in first
     again = run(*args).stdout
     # nothing changed: no file read beyond its size and time, the model never loaded
-    assert "0 new or edited, 0 gone or edited, 4 unchanged; 0 encoded, 0 vectors reused" in again
-    assert "0 of 2 files mined, 0 gone, 0 read and found unchanged" in again
+    assert "0 new or edited, 0 gone or edited, 5 unchanged; 0 encoded, 0 vectors reused" in again
+    assert "0 of 3 files cut, 0 gone, 0 read and found unchanged" in again
 
     (project / "web" / "util.js").write_text(JAVASCRIPT + "\nfunction clampValue(value, low, high) {\n"
                                              "  return Math.min(high, Math.max(low, value));\n}\n")
     (project / "config.py").write_text(PYTHON.replace("def _tiny(x):\n    return x\n", ""))
     edited = run(*args).stdout
     # the model's ONNX copy encodes the edited files' few functions, faster than the vector cache is read
-    assert "indexed 4 functions" in edited and "1 new or edited, 1 gone or edited, 3 unchanged; 4 encoded, 0 " in edited
-    assert "2 of 2 files mined, 0 gone" in edited
+    assert "indexed 5 units" in edited and "1 new or edited, 1 gone or edited, 4 unchanged; 4 encoded, 0 " in edited
+    assert "2 of 3 files cut, 0 gone" in edited
     found = run("search", idx, "clampValue", "-k", "4", "--lines", "1").stdout
     assert "function clampValue" in found and "def _tiny" not in found
 
@@ -81,9 +81,9 @@ def test_a_source_folder_goes_alone(project, tmp_path):
     assert "SOURCE indexes a folder of code" in out
     empty = tmp_path / "empty"
     empty.mkdir()
-    (empty / "README").write_text("nothing to mine")
+    (empty / "logo.png").write_bytes(b"\x89PNG\r\n")
     out = run("index", empty, "--out", tmp_path / "idx2", code=1).output
-    assert "holds no file a registered miner reads" in out
+    assert "holds no file the chunker reads" in out
 
 
 def test_a_trained_run_fuses_as_its_recipe_says_unless_told_otherwise(project, tmp_path, tiny_bert_dir, monkeypatch):
@@ -124,17 +124,17 @@ def test_a_rerun_reads_only_files_whose_size_or_time_moved(project, tmp_path, ti
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
     files = _manifest(tmp_path)["files"]
-    assert set(files) == {"config.py", "web/util.js"} and len(files["config.py"]["ids"]) == 3
+    assert set(files) == {"config.py", "web/util.js", "notes.txt"} and len(files["config.py"]["ids"]) == 3
     assert files["config.py"]["sha256"] and files["web/util.js"]["language"] == "javascript"
     info = (project / "config.py").stat()
     os.utime(project / "config.py", ns=(info.st_atime_ns, info.st_mtime_ns + 5_000_000_000))  # touched
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "0 of 2 files mined, 0 gone, 1 read and found unchanged" in out and "0 encoded" in out
+    assert "0 of 3 files cut, 0 gone, 1 read and found unchanged" in out and "0 encoded" in out
 
     (project / "web" / "util.js").unlink()
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "indexed 3 functions" in out and "0 of 1 files mined, 1 gone" in out and "1 gone or edited" in out
-    assert set(_manifest(tmp_path)["files"]) == {"config.py"}
+    assert "indexed 4 units" in out and "0 of 2 files cut, 1 gone" in out and "1 gone or edited" in out
+    assert set(_manifest(tmp_path)["files"]) == {"config.py", "notes.txt"}
     found = run("search", tmp_path / "idx", "debounce", "-k", "5", "--json").stdout
     assert "util.js" not in found
 
@@ -163,42 +163,61 @@ def test_the_lexical_side_reads_each_function_with_its_place_across_updates(proj
     assert scores[debounce] == 0
     (project / "web" / "events.js").write_text("function throttleClicks(button) {\n  return debounce(button, 50);\n}\n")
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "1 of 3 files mined" in out
+    assert "1 of 4 files cut" in out
     scores, found = lexical_scores("throttle clicks")  # util.js was not read again: its reading was kept
-    assert scores[debounce] > 0 and len(found.load_readings()) == len(found.lexical_ids) == 5
+    assert scores[debounce] > 0 and len(found.load_readings()) == len(found.lexical_ids) == 6
 
 
-def test_a_file_that_no_longer_parses_keeps_its_functions_and_is_named(project, tmp_path, tiny_bert_dir,
-                                                                      monkeypatch):
+def test_a_file_with_a_syntax_error_keeps_what_parses_and_a_file_the_chunker_fails_on_keeps_its_units(
+        project, tmp_path, tiny_bert_dir, monkeypatch):
+    from structret_code.chunker import CodeChunker
+
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
     (project / "config.py").write_text(PYTHON + "\ndef broken(:\n")
-    (project / "blob.py").write_bytes(b"\xff\xfe\x00binary")  # a new file that is not UTF-8
+    (project / "blob.py").write_bytes(b"\xff\xfe\x00binary")  # a new file that is binary
+    (project / "latin.py").write_bytes("x = 'caf\xe9'\n".encode("latin-1"))  # one that is not UTF-8
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "1 files no longer parse and keep their previous functions (config.py: syntax error at config.py:" in out
-    assert "1 files skipped (blob.py: not UTF-8" in out and "indexed 4 functions" in out
+    # tree-sitter recovers: the three functions stay units, and the broken lines are one too
+    assert "indexed 6 units" in out and "failed" not in out, out
+    assert "2 files skipped (blob.py: binary, latin.py: not UTF-8 at line 1)" in out
     found = run("search", tmp_path / "idx", "read the configuration", "-k", "4", "--json").stdout
-    assert "config.py" in found  # still searchable
+    assert "config.py" in found
+
+    real = CodeChunker.chunk
+
+    def fails_on_config(self, text, path, language=None):
+        if path == "config.py":
+            raise ValueError("a grammar gave up")
+        return real(self, text, path, language)
+
+    monkeypatch.setattr(CodeChunker, "chunk", fails_on_config)
     (project / "config.py").write_text(PYTHON + "\ndef fixed(x):\n    return x\n")
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "indexed 5 functions" in out and "1 new or edited" in out and "no longer parse" not in out
+    assert "1 files failed and keep their previous units (config.py: the chunker failed (ValueError: a grammar " \
+           "gave up))" in out and "indexed 6 units" in out
+    monkeypatch.setattr(CodeChunker, "chunk", real)
+    out = _index(project, tmp_path, tiny_bert_dir)  # tried again: its size and time were not recorded
+    assert "indexed 6 units" in out and "1 new or edited" in out and "failed" not in out
 
 
 def test_another_model_or_index_builds_anew_and_says_why(project, tmp_path, tiny_bert_dir, monkeypatch):
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
     out = _index(project, tmp_path, tiny_bert_dir, "--index", "hnsw")
-    assert "built from all 2 files (another model, index or fusion was asked for)" in out
+    assert "built from all 3 files (another model, chunker, index or fusion was asked for)" in out
     (tmp_path / "idx" / "source-files.json").write_text("{ damaged")
     out = _index(project, tmp_path, tiny_bert_dir, "--index", "hnsw")
-    assert "built from all 2 files (the index has no manifest of its files, or a damaged one)" in out
-    # the default (auto) is what a flat index of 4 functions was asked as: an index built when flat was the
-    # default is brought up to date, not rebuilt; hnsw is not what auto picks for 4, so that one is
+    assert "built from all 3 files (the index has no manifest of its files, or a damaged one)" in out
+    # the default (auto) is what a flat index of 5 units was asked as: an index built when flat was the
+    # default is brought up to date, not rebuilt; hnsw is not what auto picks for 5, so that one is
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "built from all 2 files (another model, index or fusion was asked for)" in out
+    assert "built from all 3 files (another model, chunker, index or fusion was asked for)" in out
     _index(project, tmp_path, tiny_bert_dir, "--index", "flat")
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "built from all" not in out and "0 of 2 files mined" in out
+    assert "built from all" not in out and "0 of 3 files cut" in out
+    out = _index(project, tmp_path, tiny_bert_dir, "--chunker-option", "max_chars=400")
+    assert "built from all 3 files (another model, chunker, index or fusion was asked for)" in out
 
 
 def test_an_interrupted_rerun_leaves_the_previous_index_whole(project, tmp_path, tiny_bert_dir, monkeypatch):
@@ -220,10 +239,10 @@ def test_an_interrupted_rerun_leaves_the_previous_index_whole(project, tmp_path,
     assert result.exit_code != 0
     monkeypatch.setattr(SearchIndex, "save", real)
     assert (tmp_path / "idx" / "source-files.json").read_text() == before  # the manifest and the index, as they were
-    found = json.loads(run("search", tmp_path / "idx", "clampValue", "-k", "4", "--json").stdout)[0]["hits"]
+    found = json.loads(run("search", tmp_path / "idx", "clampValue", "-k", "5", "--json").stdout)[0]["hits"]
     assert not any("clampValue" in h["text"] for h in found) and any("debounce" in h["text"] for h in found)
     out = _index(project, tmp_path, tiny_bert_dir)  # the next run picks the edit up
-    assert "1 of 2 files mined" in out and "1 new or edited" in out
+    assert "1 of 3 files cut" in out and "1 new or edited" in out
 
 
 def test_files_that_vanish_loop_or_hold_no_function_are_skipped(project, tmp_path, tiny_bert_dir, monkeypatch):
@@ -233,13 +252,13 @@ def test_files_that_vanish_loop_or_hold_no_function_are_skipped(project, tmp_pat
     (project / "web" / "loop").symlink_to(project, target_is_directory=True)  # a symlink loop: never followed
     os.symlink(project / "gone.py", project / "dangling.py")  # listed, but nothing to stat
     out = _index(project, tmp_path, tiny_bert_dir)
-    assert "indexed 4 functions" in out and "built from all 2 files" in out
+    assert "indexed 5 units" in out and "built from all 3 files" in out
     empty = tmp_path / "nothing"
     empty.mkdir()
-    (empty / "only.py").write_text("X = 1\n")
+    (empty / "only.py").write_text("\n\n")
     out = run("index", empty, "--backbone", "hf-encoder", "--model", tiny_bert_dir, "--out", tmp_path / "idx2",
               code=1).output
-    assert "found no function" in out and "Traceback" not in out
+    assert "holds no file the chunker reads, or only empty ones" in out and "Traceback" not in out
 
 
 def test_a_function_edited_in_place_shows_its_new_text(project, tmp_path, tiny_bert_dir, monkeypatch):
@@ -247,10 +266,10 @@ def test_a_function_edited_in_place_shows_its_new_text(project, tmp_path, tiny_b
     saved texts must be the new ones (they were once linked from the old files, ids alike)."""
     monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
     _index(project, tmp_path, tiny_bert_dir)
-    # _tiny is the index's last function (javascript is mined before python): the one place where the
-    # re-added id sat where it was, and the old texts files were linked with its old text
+    # _tiny keeps its lines: the re-added id sits where it was, and the old texts files were linked with its
+    # old text
     (project / "config.py").write_text(PYTHON.replace("def _tiny(x):\n    return x", "def _tiny(y):\n    return y"))
-    assert "1 of 2 files mined" in _index(project, tmp_path, tiny_bert_dir)
+    assert "1 of 3 files cut" in _index(project, tmp_path, tiny_bert_dir)
     found = run("search", tmp_path / "idx", "tiny", "-k", "4", "--json").stdout
     assert "def _tiny(y)" in found and "def _tiny(x)" not in found
 

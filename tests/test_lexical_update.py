@@ -145,13 +145,13 @@ def test_a_source_index_rerun_updates_its_lexical_side_and_scores_as_a_rebuild(t
     real_fit = FieldBM25Retriever.fit
     monkeypatch.setattr(FieldBM25Retriever, "fit", lambda self, docs: fits.append(len(docs)) or real_fit(self, docs))
     index(tmp_path / "idx")
-    assert fits == [4]
+    assert fits == [5]  # read_config, parse_lines; Client's header, send, close
     # an edit: a new function calling read_config from another file, parse_lines gone
     (project / "pkg" / "net.py").write_text((project / "pkg" / "net.py").read_text().replace(
         "self.sock.close()", "self.sock.close()\n\n    def reload(self):\n        return read_config(self.path)"))
     (project / "pkg" / "config.py").write_text("def read_config(path):\n    return open(path).read()\n")
-    assert "indexed 4 functions" in index(tmp_path / "idx")
-    assert fits == [4]  # updated, not fitted
+    assert "indexed 5 units" in index(tmp_path / "idx")
+    assert fits == [5]  # updated, not fitted
     queries = ["read the config", "reload", "parse lines", "close the socket"]
     updated = _lexical_scores(tmp_path / "idx", queries)
     index(tmp_path / "rebuilt")
@@ -164,4 +164,4 @@ def test_a_source_index_rerun_updates_its_lexical_side_and_scores_as_a_rebuild(t
     write_checksums(tmp_path / "idx")
     (project / "pkg" / "config.py").write_text("def read_config(path):\n    return open(path).read().strip()\n")
     index(tmp_path / "idx")
-    assert fits == [4, 4, 4] and list((tmp_path / "idx" / "lexical").rglob("term_counts.npz"))
+    assert fits == [5, 5, 5] and list((tmp_path / "idx" / "lexical").rglob("term_counts.npz"))

@@ -116,7 +116,7 @@ def test_refresh_reindexes_the_recorded_folder_and_searches_the_new_index(projec
 
     refreshed, found = asyncio.run(go())
     assert refreshed["new_or_edited"] == 1 and refreshed["gone_or_edited"] == 1 and refreshed["encoded"] == 1
-    assert refreshed["functions"] == 3 and refreshed["files_mined"] == 2  # updated in place, not rebuilt
+    assert refreshed["units"] == 3 and refreshed["files_cut"] == 2  # updated in place, not rebuilt
     assert {h["location"] for h in found} == {"app/settings.py:1-4", "web/util.js:1-4", "web/util.js:6-8"}
 
 

@@ -121,7 +121,7 @@ def test_every_fusion_is_scored_from_one_index(project, tmp_path, tiny_bert_dir,
     prepare_project(project, out)
     model = load_model("hf-encoder", model=tiny_bert_dir)
     got = candidates(out, tmp_path / "idx", model=model, lexical="bm25-fields")
-    assert got.functions == 7 and len(got.answers) == 2
+    assert got.units == 9 and len(got.answers) == 2  # 7 functions, and the code between them in 2 files
     lexical = dict(zip(got.answers, got.ranks("zscore:1.0")))
     # the lexical side finds a summary's own words: the settings query ranks read_config first
     assert lexical[("pkg/config.py", 10)] == 1
@@ -173,6 +173,6 @@ def test_the_benchmark_scores_a_trained_model_with_the_fusions_it_is_given(proje
     tried = record["tuning"]["fusions"]
     assert len(tried) > 20 and tried[record["tuning"]["chosen"]] == max(tried.values())
     row = record["splits"]["test"]["python-proj"]
-    assert row["queries"] == 2 and row["functions"] == 7
+    assert row["queries"] == 2 and row["units"] == 9
     assert row["bm25-project"]["R@1"] >= 0.5  # the settings query's own words find read_config
     assert (tmp_path / "data" / "projects-index" / tiny_bert_dir.name / "valid" / "python-proj").is_dir()

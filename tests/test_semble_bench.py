@@ -99,7 +99,7 @@ def test_the_layout_is_read_and_what_is_missing_is_named(tmp_path):
 def test_system_names_say_which_sides_answer(fresh_registry):
     assert parse_system("bm25-project+minilm") == ("bm25-project", "minilm", None)
     assert parse_system("minilm") == (None, "minilm", None)
-    assert parse_system("bm25-project")[0::2] == ("bm25-project", "zscore:1.0")
+    assert parse_system("bm25-project") == ("bm25-project", None, None)  # a lexical index: no model
     with pytest.raises(SuiteError, match="not a registered retriever"):
         parse_system("bm26+minilm")
 

@@ -29,3 +29,14 @@ class CodeLinearizer(Options):
     """Split identifiers into their camelCase / snake_case parts."""
     max_tokens: Count | None = None
     """Stop after this many tokens; unset = the whole code."""
+
+
+class CodeChunker(Options):
+    """Options of the ``syntax`` chunker (``structret index SOURCE``)."""
+
+    max_chars: Count = 1500
+    """The size cap of a unit, in characters: a longer definition is split at line boundaries into parts."""
+    methods_alone: bool = True
+    """A class is its header (signature, fields) plus one unit per member, even when it fits under the cap."""
+    merge_under: int = 0
+    """Neighbouring definitions of one scope smaller than this many characters are one unit; 0: never."""

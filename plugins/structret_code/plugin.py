@@ -15,6 +15,13 @@ def register_miners(register):
 
 
 @hookimpl
+def register_chunkers(register):
+    register("syntax", "structret_code.chunker:CodeChunker", options="structret_code.options:CodeChunker",
+             help="a unit per definition and per run of code between them, every line of 19 languages (tree-sitter) "
+                  "and of text files")
+
+
+@hookimpl
 def register_extractors(register):
     register(
         "python-tokenize",

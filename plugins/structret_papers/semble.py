@@ -14,8 +14,8 @@ a repository's queries, then over repositories (macro), per language and per cat
 repositories, of each one's category mean).
 
 A system is ``LEXICAL+DENSE`` (``bm25-project+minilm``: the index's hybrid, at its fusion), ``DENSE``
-(``minilm``: vectors alone) or ``LEXICAL`` (``bm25-project``: the lexical side alone, read from a
-hybrid index with the default model whose vectors it ignores).
+(``minilm``: vectors alone) or ``LEXICAL``
+(``bm25-project``: a lexical index, no model).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ from structret.plugin import BenchTable, get_registry
 NAME = "semble"
 CUTOFF = 10
 LAYOUT = "repos.json, annotations/NAME.json and repos/NAME/"
-# lexical alone, read from a hybrid index (the weight is the lexical side's share)
-LEXICAL_ALONE = "zscore:1.0"
 
 
 @dataclass(frozen=True)
@@ -148,10 +146,9 @@ def ndcg_at_10(hits: Sequence[tuple[str, int | None, int | None]], targets: Sequ
     return dcg / ideal if ideal else 0.0
 
 
-def parse_system(system: str) -> tuple[str | None, str, str | None]:
+def parse_system(system: str) -> tuple[str | None, str | None, str | None]:
     """``(lexical, dense model, fusion)`` of a system name: ``LEXICAL+DENSE`` (its index's fusion), a backbone
-    or run (dense alone), or a registered retriever (lexical alone, read from a hybrid index with the default
-    model)."""
+    or run (dense alone), or a registered retriever (a lexical index: no model)."""
     registry = get_registry()
     lexical, plus, dense = system.partition("+")
     if plus:
@@ -160,7 +157,7 @@ def parse_system(system: str) -> tuple[str | None, str, str | None]:
                              f"--kind retriever lists them).")
         return lexical, dense, None
     if registry.has("retriever", system):
-        return system, defaults.BACKBONE, LEXICAL_ALONE
+        return system, None, None
     return None, system, None
 
 
@@ -183,21 +180,23 @@ def run_repo(repo: Repo, system: str, out: Path, *, batch_size: int = 32) -> Rep
     try:
         built = index_source(repo.root, out, model=dense, lexical=lexical, show_progress=False,
                              batch_size=batch_size)
-    except DataError as exc:  # a repository no miner reads: counted, every query 0
+    except DataError as exc:  # a repository the chunker reads nothing of: counted, every query 0
         return RepoRun([0.0] * len(repo.queries), 0.0, [], 0, skipped=str(exc))
     seconds = time.perf_counter() - start
     index = load_index(out)
     if fusion is not None:
         index.set_fusion(fusion)
-    model = index.model
+    model = index.model if dense is not None else None
     scores, latencies = [], []
     for query in repo.queries:
         began = time.perf_counter()
-        hits = cast("list[Any]", index.search(model, [query.text], k=CUTOFF)[0])
+        found = index.search(model, [query.text], k=CUTOFF) if model is not None else \
+            index.search([query.text], k=CUTOFF)
+        hits = cast("list[Any]", found[0])
         latencies.append(time.perf_counter() - began)
         located = [_location(hit.id, repo.root) for hit in hits]
         scores.append(ndcg_at_10([h for h in located if h is not None], query.targets))
-    return RepoRun(scores, seconds, latencies, built.functions, built.encoded)
+    return RepoRun(scores, seconds, latencies, built.units, built.encoded)
 
 
 def _location(doc_id: str, root: Path) -> tuple[str, int | None, int | None] | None:
@@ -245,7 +244,7 @@ def semble_table(root: str | os.PathLike, systems: list[str], *, batch_size: int
             notes.append(f"{system}: index build (a new folder; vectors the vector cache holds are reused, so a "
                          f"build is cold only where all its units were encoded) " + ("; ".join(index_times) or "none")
                          + f"; query p50 {p50:.1f} ms (encoding and search, in-process)"
-                         + (f"; nothing indexed in {', '.join(skipped)} (no miner reads them): 0 there" if skipped
+                         + (f"; nothing indexed in {', '.join(skipped)} (the chunker reads none of their files): 0 there" if skipped
                             else ""))
     columns = [{"key": r.name, "dataset": r.name, "metric": "NDCG@10", "kind": "measured",
                 "header": f"{r.name} ({r.language})"} for r in repos]

@@ -16,7 +16,8 @@ from structret.search.system import resolve_system
 def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None = None, backbone: str | None = None,
                 model: str | None = None, backbone_options: dict[str, Any] | None = None, index: str | None = None,
                 index_options: dict[str, Any] | None = None, systems: Sequence[str] = (),
-                retriever: str | None = None, miner: str | None = None) -> None:
+                retriever: str | None = None, miner: str | None = None, chunker: str | None = None,
+                chunker_options: dict[str, Any] | None = None) -> None:
     """PluginError (or ArtifactError for a damaged run) unless every plugin named exists and takes
     the options given: names first (no plugin module is imported for them), options after (their
     factories' signatures or options models). ``data``: FORMAT:PATH specs; ``model``: a run
@@ -32,13 +33,16 @@ def check_names(*, data: Sequence[str] = (), data_options: dict[str, Any] | None
     if index == defaults.AUTO:  # not a plugin: the index is chosen by size (index_build.choose_index)
         choose_index(index, 0, index_options)
         index = None
-    for kind, name in (("backbone", backbone), ("index", index), ("retriever", retriever), ("miner", miner)):
+    for kind, name in (("backbone", backbone), ("index", index), ("retriever", retriever), ("miner", miner),
+                       ("chunker", chunker)):
         if name:
             registry.check(kind, name)
     for system in systems:
         resolve_system(system)
     if index and index_options:
         registry.check("index", index, index_options)
+    if chunker and chunker_options:
+        registry.check("chunker", chunker, chunker_options)
     if backbone and backbone_options:
         registry.check("backbone", backbone, backbone_options)
     for fmt in formats if data_options else ():

@@ -77,9 +77,9 @@ class ProjectTools:
         done = refresh_source(self.index_dir, show_progress=False, loaded=self.index.model)
         with self._lock:
             self.index = self._load()
-        return {"summary": done.summary(), "functions": done.functions, "new_or_edited": done.new,
+        return {"summary": done.summary(), "units": done.units, "new_or_edited": done.new,
                 "gone_or_edited": done.gone, "unchanged": done.unchanged, "encoded": done.encoded,
-                "reused": done.reused, "files_mined": done.files_mined, "files_gone": done.files_gone,
+                "reused": done.reused, "files_cut": done.files_cut, "files_gone": done.files_gone,
                 "failed": done.failed}
 
 

@@ -185,8 +185,8 @@ class Candidates:
     answers: list[tuple[str, int]]  # (path, last line) per query
     dense: list[tuple[list[str], Any]]  # per query: (ids, scores)
     lexical: list[tuple[list[str], Any]]
-    where: dict[str, tuple[str, int]]  # doc id -> (path, last line)
-    functions: int = 0
+    where: dict[str, tuple[str, int]]  # doc id -> (path, last line): a unit ending where the function ends
+    units: int = 0  # what the index holds: every unit (definitions and the code between them)
     prior: dict[str, float] = field(default_factory=dict)  # doc id -> call-graph prior in [0, 1]
     # the lexical side per field, unweighted: field -> [queries, documents] scores, documents in
     # ``lexical_ids``' order (``candidates(fields=...)``), so any field weights are scored without a refit
@@ -313,5 +313,5 @@ def candidates(prepared: str | Path, index_dir: str | Path, *, model: Any, lexic
         per_field = probe.field_scores(texts)
     return Candidates(prepared.name, [(q["path"], q["end"]) for q in queries],
                       [dense for _, dense in lists], [lexical for lexical, _ in lists],
-                      where, built.functions, call_graph_prior(index.texts or {}, split) if split else {},
+                      where, built.units, call_graph_prior(index.texts or {}, split) if split else {},
                       per_field, list(index.lexical_ids), depth)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+import pathspec
 
 from structret import defaults
 from structret.artifacts import verify_checksums
@@ -39,6 +42,52 @@ def scan(source: Path) -> dict[str, tuple[str, int, int]]:
             if stat.S_ISREG(info.st_mode):
                 found.setdefault(file.relative_to(source).as_posix(), (language, info.st_size, info.st_mtime_ns))
     return found
+
+
+IGNORE_FILES = (".gitignore", ".structretignore")  # read in every folder, as git reads .gitignore
+
+
+def list_files(source: Path) -> dict[str, tuple[int, int]]:
+    """Every regular file under ``source`` that ``structret index SOURCE`` considers: relative path -> (size,
+    mtime in ns), in a fixed order. Hidden files and folders, DEFAULT_EXCLUDE's folders and what a
+    ``.gitignore`` or ``.structretignore`` (of any folder, for what is below it) ignores are left out; a
+    symlink to a folder is never followed (no loops) and one that vanishes or cannot be stat'ed is skipped."""
+    found: dict[str, tuple[int, int]] = {}
+    rules: list[tuple[str, Any]] = []  # (folder relative to source, its spec), outermost first
+    for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
+        folder = Path(dirpath).relative_to(source).as_posix()
+        folder = "" if folder == "." else folder
+        rules = [(at, spec) for at, spec in rules if not at or folder == at or folder.startswith(at + "/")]
+        spec = _ignore_spec(Path(dirpath))
+        if spec is not None:
+            rules.append((folder, spec))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in DEFAULT_EXCLUDE
+                             and not _ignored(rules, f"{folder}/{d}".lstrip("/") + "/"))
+        for name in sorted(filenames):
+            rel = f"{folder}/{name}".lstrip("/")
+            if name.startswith(".") or _ignored(rules, rel):
+                continue
+            try:
+                info = os.stat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found[rel] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def _ignore_spec(folder: Path) -> Any:
+    lines: list[str] = []
+    for name in IGNORE_FILES:
+        try:
+            lines += (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+def _ignored(rules: list[tuple[str, Any]], rel: str) -> bool:
+    return any(spec.match_file(rel[len(at) + 1:] if at else rel) for at, spec in rules)
 
 
 def sha256(file: Path) -> str | None:

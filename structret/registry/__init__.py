@@ -34,6 +34,7 @@ KINDS: dict[str, str] = {
     "index": "register_indexes",
     "retriever": "register_retrievers",
     "miner": "register_miners",
+    "chunker": "register_chunkers",
     "extractor": "register_extractors",
     "linearizer": "register_linearizers",
     "objective": "register_objectives",

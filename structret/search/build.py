@@ -122,6 +122,10 @@ def _build(model, data, split, kind, metric, batch_size, show_progress, ids, tex
     if model is None and not lexical:
         raise StructretError("build_index needs a model to encode the documents (structret.load_model(...)), "
                              "or lexical='bm25' without one for a lexical index.")
+    if model is None and data is None and ids is not None and texts is not None:  # a lexical index of texts
+        if len(texts) != len(ids):
+            raise StructretError(f"got {len(texts)} texts for {len(ids)} ids; give one text per id.")
+        return SearchIndex(None, meta=_model_meta(None) | {"index": None}, texts=dict(zip(map(str, ids), texts)))
     if ids is not None or texts is not None:
         raise StructretError("ids= and texts= go with vectors; a dataset brings its own.")
     dataset = documents_of(data, split)

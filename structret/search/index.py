@@ -1,7 +1,12 @@
-"""Search indexes as ``structret index`` writes them: vectors, ids, texts and the model that made them."""
+"""Search indexes as ``structret index`` writes them: vectors, ids, texts and the model that made them.
+
+Over 400 lines because a SearchIndex is one object a search asks everything of: its two sides, its
+texts, its ranking and its saved form; each part's own logic lives elsewhere (structret.search.lexical,
+.fusion, .ranking, .texts)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import itertools
 import json
@@ -19,6 +24,7 @@ from structret.errors import ArtifactError, StructretError
 from structret.models import Model, open_model
 from structret.registry import get_registry
 from structret.search.lexical import LexicalSide, load_side, new_side
+from structret.search.ranking import Ranking, UnitView, is_symbol, rerank
 from structret.search.system import decide_fusion
 
 if TYPE_CHECKING:  # numpy comes with it: imported where an index is loaded
@@ -35,6 +41,7 @@ class Hit:
     score: float
     text: str | None = None
     sources: tuple[str, ...] = ()
+    why: tuple[str, ...] = ()  # what the ranking's rules did to it (structret.search.ranking), in order
 
 
 class SearchIndex:
@@ -62,6 +69,7 @@ class SearchIndex:
         self.readings: dict[str, str] | None = None
         self._readings_file: Path | None = None
         self._texts_origin: _TextsOrigin | None = None  # the texts files it was loaded with (load_index)
+        self._units: UnitView | None = None  # what the ranking reads (units()), made on first need
 
     @property
     def fusion(self):
@@ -133,6 +141,26 @@ class SearchIndex:
             self._readings_file = None
         return self.readings
 
+    @property
+    def ranking(self) -> Ranking:
+        """The rules every search applies after fusion (structret.search.ranking; all off unless set)."""
+        return Ranking.of(self.meta.get("ranking"))
+
+    def set_ranking(self, ranking: Any) -> None:
+        """Apply ``ranking`` (a Ranking, a dict or a ``"definition=1,penalty=0.3"`` spec) from now on (saved
+        with the index)."""
+        self.meta["ranking"] = Ranking.of(ranking).as_dict()
+        self._units = None
+
+    def units(self) -> UnitView:
+        """What the ranking reads of the documents: each one's file, name (the lexical side's reading of a
+        record, where it reads names) and text."""
+        if self._units is None:
+            texts = self.texts or {}
+            self._units = UnitView.of(self.lexical_ids or list(texts), str((self.meta.get("source") or {}).get("path")
+                                                                           or ""), self.load_readings() or {}, texts)
+        return self._units
+
     def set_fusion(self, fusion: Any) -> None:
         """Fuse the two sides by ``fusion`` from now on (saved with the index)."""
         if self.lexical is None:
@@ -201,13 +229,25 @@ class SearchIndex:
         return hits[0] if single else hits
 
     def _search_lexical(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
-        """A lexical index's top ``k`` for each query text."""
+        """A lexical index's top ``k`` for each query text (the ranking's rules applied)."""
         if self.lexical is None:
             raise ArtifactError(f"{self.path or 'this index'} holds neither vectors nor a lexical side; rebuild it.")
+        ranking = self.ranking
+        width = min(max(k, ranking.depth) if ranking.active else k, len(self.lexical))
+        found: list[list[tuple[str, float, tuple[str, ...]]]] = [
+            [(i, float(s), ("lexical",)) for i, s in zip(ids[:width], scores)]  # a side may list more than asked
+                 for ids, scores in self.lexical.search(texts, width)]
+        return self._ranked(texts, found, ranking, k)
+
+    def _ranked(self, texts: Sequence[str], found: list[list[tuple[str, float, tuple[str, ...]]]], ranking: Ranking,
+                k: int) -> list[list[Hit]]:
+        """Each query's candidates ``(id, score, sources)`` as its top ``k`` hits, through the ranking's rules."""
         texts_by_id = self.texts or {}
-        width = min(k, len(self.lexical))
-        return [[Hit(i, float(s), texts_by_id.get(i), ("lexical",)) for i, s in zip(ids[:width], scores)]
-                for ids, scores in self.lexical.search(texts, width)]  # a side may list more than asked
+        if not ranking.active:
+            return [[Hit(i, s, texts_by_id.get(i), src) for i, s, src in hits[:k]] for hits in found]
+        units = self.units()
+        return [[Hit(h.id, h.score, texts_by_id.get(h.id), h.sources, h.why)
+                 for h in rerank(query, hits, ranking, units, k)] for query, hits in zip(texts, found)]
 
     def search_vectors(self, vectors: Any, k: int = 10, *, texts: Sequence[str] | None = None) -> list[list[Hit]]:
         """The top ``k`` hits for each row of ``vectors`` (``[n, dim]``, encoded by the index's
@@ -228,8 +268,15 @@ class SearchIndex:
             raise StructretError("this index is hybrid (a lexical side fused with the vectors): pass the query texts, "
                                  "one per vector: search_vectors(vectors, k, texts=[...]).")
         fusion = self.fusion
-        return [[Hit(h.doc, h.score, texts_by_id.get(h.doc), h.sources) for h in hits]
-                for hits in fuse_candidates(self.candidates(vectors, texts, fusion.depth, k=k), fusion, k)]
+        ranking = self.ranking
+        width = max(k, ranking.depth) if ranking.active else k
+        found = []
+        for query, pair in zip(texts, self.candidates(vectors, texts, fusion.depth, k=width)):
+            # a symbol is found by its letters: fused with its own lexical weight where the ranking says so
+            chosen = fusion if ranking.symbol_weight is None or not is_symbol(query) else \
+                dataclasses.replace(fusion, weight=ranking.symbol_weight)
+            found.append([(h.doc, h.score, h.sources) for h in fuse_candidates([pair], chosen, width)[0]])
+        return self._ranked(texts, found, ranking, k)
 
     def candidates(self, vectors: Any, texts: Sequence[str], depth: int, *, k: int = 1,
                    ) -> list[tuple[tuple[list[str], Any], tuple[list[str], Any]]]:
@@ -340,7 +387,7 @@ class _TextsOrigin:
     ids: list[str] | None  # None: not read (an update that only adds, or a TextStore's)
 
 
-_SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source")
+_SAVED = ("model", "backbone", "model_override", "embeddings", "updates", "lexical", "source", "ranking")
 LEXICAL_DIR = "lexical"
 LEXICAL_READINGS = "readings.jsonl.gz"  # one JSON string per line, in the side's ids.json order
 
