@@ -397,6 +397,10 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
                    "search (hybrid retrieval; the index keeps it beside the vectors). Example: --lexical bm25")
 @_apply(_fusion_options("With --lexical", "(recorded in the index)",
                         "the fusion a trained run's recipe ships with (minilm-catalog), else zscore:0.3"))
+@click.option("--ranking", metavar="RULE=STRENGTH,...",
+              help="With SOURCE: the ranking rules every search applies after fusion (structret.search.ranking), "
+                   "instead of the defaults chosen on validation; 'none' switches them off. Example: --ranking "
+                   "definition=2,stem=1,penalty=0.3,saturation=0.5,coherence=1")
 @click.option("--chunker", default=defaults.CHUNKER, show_default=True,
               help="With SOURCE: how files are cut into units, a registered chunker ('structret plugins --kind "
                    "chunker').")
@@ -404,8 +408,8 @@ def encode(data, split, data_options, backbone, model, batch_size, backbone_opti
               help="With SOURCE: an option of the chunker, repeatable ('structret plugins --options syntax'). Example: "
                    "--chunker-option max_chars=1000")
 def index(source, embeddings, data, split, data_options, backbone, model, batch_size, backbone_options, index_name,
-          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure, chunker,
-          chunker_options):
+          index_options, metric, out, no_verify, add, remove, lexical, fusion, tune_split, tune_measure, ranking,
+          chunker, chunker_options):
     """Build a vector index from a source folder, a dataset or encoded embeddings, or update one.
 
     With SOURCE, a folder of code: every file of the 19 languages the chunker reads, and text
@@ -450,11 +454,11 @@ def index(source, embeddings, data, split, data_options, backbone, model, batch_
     kind = dict(index_name=index_name, index_options=index_options, metric=metric)
     if source is not None:  # a folder of code: api.index_source
         _index_source(source, out, lexical=lexical, fusion=fusion, chunker=chunker, chunker_options=chunker_options,
-                      **encoding, **kind,
+                      ranking=ranking, **encoding, **kind,
                       others={"--embeddings": embeddings, "--data": data is not None, "--add": add is not None,
                               "--remove": remove, "--tune": tune_split})
-    elif chunker != defaults.CHUNKER or chunker_options:
-        raise click.UsageError("--chunker and --chunker-option say how SOURCE's files are cut; give SOURCE")
+    elif chunker != defaults.CHUNKER or chunker_options or ranking:
+        raise click.UsageError("--chunker, --chunker-option and --ranking go with SOURCE, a folder of code")
     elif add is not None or remove:  # an update of the index in --out: api.update_index
         _index_update(out, add, remove, split=split, batch_size=batch_size, verify=not no_verify,
                       embeddings=embeddings, data=data, lexical=lexical)
@@ -487,8 +491,8 @@ def _check_tune_measure(tune_split, tune_measure) -> None:
         raise click.UsageError("--tune-measure says what --tune chooses by; give --tune SPLIT too")
 
 
-def _index_source(source, out, *, lexical, fusion, chunker, chunker_options, backbone, model, backbone_options,
-                  batch_size, index_name, index_options, metric, others) -> None:
+def _index_source(source, out, *, lexical, fusion, chunker, chunker_options, ranking, backbone, model,
+                  backbone_options, batch_size, index_name, index_options, metric, others) -> None:
     """``structret index SOURCE``: a folder's files cut into units, encoded where they changed and indexed
     hybrid (with --backbone none: a lexical index)."""
     if any(others.values()):
@@ -509,7 +513,8 @@ def _index_source(source, out, *, lexical, fusion, chunker, chunker_options, bac
     options: dict[str, Any] = api.parse_options(index_options)  # the index plugin's, checked by _preflight
     done = api.index_source(source, out, model=choice, kind=index_name, metric=metric,
                             lexical=lexical or defaults.SOURCE_LEXICAL, fusion=_fusion(fusion), batch_size=batch_size,
-                            chunker=chunker, chunker_options=cut, **options)
+                            chunker=chunker, chunker_options=cut,
+                            ranking=None if ranking is None else "" if ranking == "none" else ranking, **options)
     click.echo(f"{done.summary()}; the index is in {out}")
 
 
@@ -636,7 +641,10 @@ def verify(paths):
 @click.option("--no-verify", is_flag=True,
               help="Search even if the index's files (or its model's) do not match their checksums.json, or it is "
                    "missing; a warning on stderr names what was not checked. The results may be wrong.")
-def search(index_dir, queries, k, lines, as_json, no_verify):
+@click.option("--explain", is_flag=True,
+              help="Under each hit, what the index's ranking rules did to it (a definition of the symbol asked for, "
+                   "its path matching the query, a test path's penalty, its file's other hits).")
+def search(index_dir, queries, k, lines, as_json, no_verify, explain):
     """Search an index built by 'structret index' and show the top-k hits.
 
     A function from a source folder shows as PATH:START-END (relative to the folder), then
@@ -650,6 +658,7 @@ def search(index_dir, queries, k, lines, as_json, no_verify):
     Examples:
       structret search runs/idx "read a config file" "parse a date" -k 5
       structret search runs/project "read a config file" --json | jq '.[0].hits[0].location'
+      structret search runs/project Depends --explain     # why each hit ranks where it does
     """
     found = api.load_index(index_dir, verify=not no_verify, texts=lines > 0 or as_json)
     lexical_only = found.index is None  # 'structret index --backbone none': searched without a model
@@ -672,6 +681,8 @@ def search(index_dir, queries, k, lines, as_json, no_verify):
         for hit in result["hits"]:
             sides = f"  [{' + '.join(hit['sources'])}]" if hit["sources"] else ""
             click.echo(f"{hit['rank']:>3}. {hit['score']:.4f}  {click.style(hit['location'], fg='cyan')}{sides}")
+            if explain:
+                click.echo("       " + ("; ".join(hit["why"]) or "no rule moved it"))
             width = len(str(max((row["line"] or 0 for row in hit["snippet"]), default=0)))
             for row in hit["snippet"]:  # styles are dropped when the output is not a terminal
                 text = api.mark_terms(row["text"], terms, lambda w: click.style(w, fg="yellow", bold=True))

@@ -30,3 +30,10 @@ OBJECTIVE = "sda"  # a recipe that names none: structure-aware alignment, contra
 # structret.load_model on a bare model folder: a T5-family config gets the first, any other the second
 SEQ2SEQ = "t5"
 ENCODER = "hf-encoder"
+
+# the ranking rules (structret.search.ranking) of an index of a source folder, lexical or hybrid, as chosen
+# on semble's 18 validation repositories (docs/results.md, "Searching any project")
+RANKING = {
+    "lexical": {"definition": 2.0, "stem": 1.0, "penalty": 0.3, "saturation": 0.5, "coherence": 1.0},
+    "hybrid": {"definition": 2.0, "stem": 1.0, "penalty": 0.3, "saturation": 0.5, "coherence": 1.0},
+}

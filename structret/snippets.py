@@ -128,4 +128,5 @@ def readable(hit: Any, query: str, *, rank: int, root: str | None = None, lines:
     return {"rank": rank, "score": float(hit.score), "id": hit.id,
             "location": str(where) if where and root else hit.id, "path": where.path if where else None,
             "start": where.start if where else None, "end": where.end if where else None,
-            "sources": list(hit.sources), "snippet": shown.as_dict(), "text": hit.text}
+            "sources": list(hit.sources), "why": list(getattr(hit, "why", ())), "snippet": shown.as_dict(),
+            "text": hit.text}

@@ -46,6 +46,7 @@ from structret.models import Model, ModelChoice, load_model
 from structret.registry import get_registry
 from structret.search.build import build_index, lexical_reader
 from structret.search.index import load_index
+from structret.search.ranking import Ranking
 from structret.project.vectors import encode, make_twin, open_twin, vectors_key
 from structret.project.files import FORMAT, list_files, read_manifest, same_request, sha256, write_manifest
 from structret.project.units import FileUnits, cut_file
@@ -108,12 +109,14 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
                  kind: str = defaults.INDEX, metric: str = "ip", lexical: str | None = defaults.SOURCE_LEXICAL,
                  fusion: Any = None, batch_size: int = 32, show_progress: bool = True, loaded: Model | None = None,
                  chunker: str = defaults.CHUNKER, chunker_options: dict[str, Any] | None = None,
-                 **index_options: Any) -> SourceIndexResult:
+                 ranking: Any = None, **index_options: Any) -> SourceIndexResult:
     """Index every file under the folder ``path`` into ``out``, cut into units by the registered ``chunker``
     (with ``chunker_options``), or bring the index there up to date (see the module docstring). ``model``: a
     ``Model``, a name or run for ``load_model``, a ``ModelChoice`` (opened only if something must be
     encoded), or None: a lexical index (``lexical`` needed); ``loaded``: that model, already open (a server
-    that keeps it), used instead of opening it again."""
+    that keeps it), used instead of opening it again. ``ranking``: the rules its searches apply
+    (structret.search.ranking: a Ranking, a dict or a spec; "" none); None: the defaults chosen on semble's
+    validation repositories for a lexical or a hybrid index (defaults.RANKING)."""
     source = Path(path).expanduser().resolve()
     if not source.is_dir():
         raise DataError(f"{path} is not a folder; give the root of the source tree to index.")
@@ -141,9 +144,12 @@ def index_source(path: str | os.PathLike, out: str | os.PathLike, *, model: Any 
     else:
         model_identity = choice.identity() if choice is not None else None if model is None else {"load": str(model)}
     options = dict(chunker_options or {})
+    if ranking is None:
+        ranking = defaults.RANKING["lexical" if model is None else "hybrid"] if lexical else ""
+    rules = Ranking.of(ranking or None).as_dict()
     request = {"model": model_identity, "kind": kind, "metric": metric, "lexical": lexical,
                "fusion": _spec(fusion), "index_options": {k: index_options[k] for k in sorted(index_options)},
-               "chunker": {"name": chunker, "options": {k: options[k] for k in sorted(options)}}}
+               "chunker": {"name": chunker, "options": {k: options[k] for k in sorted(options)}}, "ranking": rules}
     if lexical:
         # a lexical side may read each unit with its place (SearchIndex.readings): an index built before
         # indexes kept those readings has none for its unchanged units, so it is built again, once.
@@ -251,6 +257,7 @@ class _Build:
                                 lexical=self.lexical, fusion=self.fusion,
                                 readings=readings if reader is not None else None, **self.index_options)
         built.meta["source"] = {"path": str(source), "languages": result.languages}
+        built.set_ranking(self.request["ranking"])
         manifest = {"format": FORMAT, "root": str(source), "request": self.request,
                     **({"encoder": twin} if twin else {}), "files": entries}
         with atomic_dir(out) as staged:  # the previous index stays whole until this one is
@@ -397,7 +404,8 @@ def refresh_source(out: str | os.PathLike, *, batch_size: int = 32, show_progres
     return index_source(manifest["root"], out, model=model, kind=asked["kind"], metric=asked["metric"],
                         lexical=asked["lexical"], fusion=asked["fusion"], batch_size=batch_size,
                         show_progress=show_progress, loaded=loaded, chunker=chunker.get("name", defaults.CHUNKER),
-                        chunker_options=chunker.get("options"), **asked["index_options"])
+                        chunker_options=chunker.get("options"), ranking=asked.get("ranking") or "",
+                        **asked["index_options"])
 
 
 def _previous_texts(out: str | os.PathLike) -> dict[str, str]:
