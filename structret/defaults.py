@@ -31,9 +31,12 @@ OBJECTIVE = "sda"  # a recipe that names none: structure-aware alignment, contra
 SEQ2SEQ = "t5"
 ENCODER = "hf-encoder"
 
-# the ranking rules (structret.search.ranking) of an index of a source folder, lexical or hybrid, as chosen
-# on semble's 18 validation repositories (docs/results.md, "Searching any project")
+# how an index of a source folder fuses its sides, and the ranking rules (structret.search.ranking) it
+# records, lexical or hybrid: chosen on semble's 18 validation repositories (docs/results.md, "Searching any
+# project in any language"); a trained run's recipe fusion still wins over SOURCE_FUSION
+SOURCE_FUSION = "zscore:0.5"
 RANKING = {
-    "lexical": {"definition": 2.0, "stem": 1.0, "penalty": 0.3, "saturation": 0.5, "coherence": 1.0},
-    "hybrid": {"definition": 2.0, "stem": 1.0, "penalty": 0.3, "saturation": 0.5, "coherence": 1.0},
+    "lexical": {"definition": 2.0, "stem": 3.0, "penalty": 0.5, "saturation": 0.5, "coherence": 1.0},
+    "hybrid": {"definition": 2.0, "stem": 3.0, "penalty": 0.5, "saturation": 0.5, "coherence": 1.0,
+               "symbol_weight": 1.0},
 }

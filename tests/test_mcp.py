@@ -73,7 +73,7 @@ def test_an_agent_lists_the_tools_and_searches_the_project(project_index):
     _, idx = project_index
     tools, result = _call(create_mcp_server(idx), "search", {"query": "read the config", "k": 3})
     names = {t.name: t for t in tools.tools}
-    assert set(names) == {"search", "refresh"}
+    assert set(names) == {"search", "related", "refresh"}
     assert "path" in names["search"].input_schema["properties"] and "query" in names["search"].input_schema["required"]
     assert not result.is_error
     hits = _payload(result)
@@ -82,6 +82,33 @@ def test_an_agent_lists_the_tools_and_searches_the_project(project_index):
     assert locations == {"app/settings.py:1-4", "app/settings.py:7-12", "web/util.js:1-4"}
     first = next(h for h in hits if h["location"] == "app/settings.py:1-4")
     assert first["snippet"][0]["matches"] and "text" not in first  # the lines, not the whole file
+    assert first["scope"] == ""  # a top-level function: no enclosing class
+
+
+def test_related_gives_a_units_callers_callees_and_neighbours(tmp_path, tiny_bert_dir, monkeypatch, fresh_registry):
+    from structret.api.mcp import ProjectTools
+
+    monkeypatch.setenv("STRUCTRET_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "project"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "settings.py").write_text(CONFIG + "\n\nclass Parser:\n    def parse(self, raw):\n"
+                                              "        return parseConfig(raw)\n\n\ndef parseConfig(raw):\n"
+                                              "    return dict(line.split('=') for line in raw.splitlines())\n")
+    done = CliRunner().invoke(cli, ["index", str(root), "--backbone", "hf-encoder", "--model", str(tiny_bert_dir),
+                                    "--out", str(tmp_path / "idx")])
+    assert done.exit_code == 0, done.output
+    tools = ProjectTools(tmp_path / "idx")
+    got = tools.related("app/settings.py", 21, k=2)  # inside parseConfig
+    assert got["unit"]["location"] == "app/settings.py:20-21" and got["unit"]["name"] == "parseConfig"
+    assert {c["name"] for c in got["callers"]} == {"load_settings", "Parser.parse"} and got["callees"] == []
+    assert len(got["neighbours"]) == 2 and all(n["location"] != "app/settings.py:20-21" for n in got["neighbours"])
+    method = tools.related("app/settings.py", 16)
+    assert method["unit"]["scope"] == "Parser" and [c["name"] for c in method["callees"]] == ["parseConfig"]
+    assert any(h["scope"] == "Parser" for h in tools.search("parse the raw text", k=5))
+    with pytest.raises(StructretError, match="not a file of this index"):
+        tools.related("nowhere.py", 1)
+    with pytest.raises(StructretError, match="holds line 500"):
+        tools.related("app/settings.py", 500)
 
 
 def test_a_path_filter_keeps_a_folder_or_a_glob(project_index):

@@ -187,16 +187,20 @@ def parser_for(language: str) -> Any:
 class CodeChunker:
     """Units of every line of a file (the module docstring). ``max_chars``: the size cap of a unit;
     ``methods_alone``: a class is always its header plus one unit per member, not one unit when it fits;
-    ``merge_under``: neighbouring definitions smaller than this many characters are one unit (0: never)."""
+    ``merge_under``: neighbouring definitions smaller than this many characters are one unit (0: never);
+    ``constants``: a top-level declaration of several lines (``const Schema = z.object({...})``) is a
+    definition of its name, not code."""
 
     name = "syntax"
 
-    def __init__(self, *, max_chars: int = 1500, methods_alone: bool = True, merge_under: int = 0):
+    def __init__(self, *, max_chars: int = 1500, methods_alone: bool = True, merge_under: int = 0,
+                 constants: bool = False):
         if max_chars < 80:
             raise ValueError(f"code chunker: max_chars is the size cap of a unit, at least 80; got {max_chars}")
         self.max_chars = int(max_chars)
         self.methods_alone = bool(methods_alone)
         self.merge_under = int(merge_under)
+        self.constants = bool(constants)
 
     def language(self, path: str, head: bytes = b"") -> str | None:
         return language_of(path, head)
@@ -213,7 +217,7 @@ class CodeChunker:
         else:
             source = text.encode("utf-8")
             tree = parser_for(language).parse(source)
-            walk = _Walk(language, source, self.max_chars, self.methods_alone)
+            walk = _Walk(language, source, self.max_chars, self.methods_alone, self.constants)
             walk.children(tree.root_node.children, "", 0)
             cuts = walk.cuts
         return self._units(cuts, lines, language)
@@ -271,7 +275,8 @@ class CodeChunker:
 class _Walk:
     """One file's definitions found and their cuts recorded (in order of the file)."""
 
-    def __init__(self, language: str, source: bytes, max_chars: int, methods_alone: bool):
+    def __init__(self, language: str, source: bytes, max_chars: int, methods_alone: bool, constants: bool = False):
+        self.constants = constants
         self.language = language
         self.source = source
         self.max_chars = max_chars
@@ -294,7 +299,7 @@ class _Walk:
                 previous_end = end
                 continue
             attached = lead if lead is not None and start <= previous_end + 1 else None
-            found = self.definition(node)
+            found = self.definition(node, top=not parent)
             if found is not None:
                 self.definition_cuts(node, found, parent, depth, start if attached is None else attached)
                 in_code = False
@@ -311,8 +316,9 @@ class _Walk:
         if lead is not None and not in_code:
             self.cuts.append(_Cut(lead, "code", parent=parent))  # comments closing a block
 
-    def definition(self, node: Any) -> tuple[str, str] | None:
-        """(kind, name) of a definition node, or None."""
+    def definition(self, node: Any, top: bool = False) -> tuple[str, str] | None:
+        """(kind, name) of a definition node, or None. ``top``: at a file's top level, where a declaration of
+        several lines is a constant's definition (``constants``)."""
         kind = self.kinds.get(node.type)
         if self.language == "elixir":
             return self._elixir(node)
@@ -323,7 +329,7 @@ class _Walk:
             if kind is None:
                 return None
         if kind is None and node.type in _ASSIGNMENTS:
-            return self._assigned(node)
+            return self._assigned(node, top)
         if kind is None:
             if node.type == "declaration" and self.language in ("c", "cpp"):
                 body = next((c for c in node.named_children if c.type in self.kinds and
@@ -335,15 +341,19 @@ class _Walk:
             return None  # a use of the type (struct foo *p), not its definition
         return kind, self.name(node)
 
-    def _assigned(self, node: Any) -> tuple[str, str] | None:
-        """``const f = () => ...``, ``M.f = function ... end``, Zig's ``const S = struct {...}``."""
+    def _assigned(self, node: Any, top: bool = False) -> tuple[str, str] | None:
+        """``const f = () => ...``, ``M.f = function ... end``, Zig's ``const S = struct {...}``; at the top level
+        (``constants``), ``export const ZodString = $constructor(...)`` over several lines."""
         value = None
         for child in _descendants(node, 3):
             if child.type in _ASSIGNED_DEFINITIONS:
                 value = child
                 break
         if value is None:
-            return None
+            if not (top and self.constants and node.end_point[0] > node.start_point[0]):
+                return None
+            name = next((self.text(c) for c in _descendants(node, 3) if c.type in _NAMES), "")
+            return ("const", name) if name else None
         name = ""
         for child in _descendants(node, 3):
             if child.type in _NAMES and child.start_byte < value.start_byte:

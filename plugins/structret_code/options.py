@@ -40,3 +40,6 @@ class CodeChunker(Options):
     """A class is its header (signature, fields) plus one unit per member, even when it fits under the cap."""
     merge_under: int = 0
     """Neighbouring definitions of one scope smaller than this many characters are one unit; 0: never."""
+    constants: bool = False
+    """A top-level declaration of several lines (``export const Schema = z.object({...})``) is a definition of
+    its name, a unit of its own, rather than code between definitions."""

@@ -1,10 +1,12 @@
 """``structret mcp INDEX``: a project's index as tools a coding agent calls (Model Context Protocol).
 
-Two tools, over stdio (the MCP SDK's ``MCPServer``):
+Three tools, over stdio (the MCP SDK's ``MCPServer``):
 
-- ``search(query, k=10, path=None)``: the project's functions best first, each as a person reads it
-  (``path:start-end``, score, the lines holding a query word; structret.snippets), optionally only
-  those under a folder or matching a glob (``src/io``, ``*.go``);
+- ``search(query, k=10, path=None)``: the project's units best first, each as a person reads it
+  (``path:start-end``, score, the lines holding a query word; structret.snippets) with its enclosing
+  class or module (``scope``), optionally only those under a folder or matching a glob (``src/io``, ``*.go``);
+- ``related(path, line)``: the unit holding that line, the units that call it and that it calls (by name,
+  within the project), and its nearest neighbours by meaning;
 - ``refresh()``: index the folder the index records again (``structret index SOURCE``: only changed
   functions are encoded) and search the new index from then on.
 
@@ -25,8 +27,9 @@ from structret.search.index import Hit, SearchIndex, load_index
 from structret.snippets import readable
 
 INSTRUCTIONS = ("Search this project's code by what it does, in words ('parse the config file', 'retry a failed "
-                "request'): 'search' returns functions best first as path:start-end with the lines that match; "
-                "'refresh' re-indexes the project after files changed.")
+                "request') or by a symbol's name: 'search' returns units best first as path:start-end with the lines "
+                "that match; 'related' gives a unit's callers, callees and neighbours; 'refresh' re-indexes the "
+                "project after files changed.")
 MAX_K = 50
 
 
@@ -65,10 +68,52 @@ class ProjectTools:
         rows = [readable(hit, query, rank=rank, root=self.root, lines=lines) for rank, hit in enumerate(hits, 1)]
         if path:
             rows = [row for row in rows if _under(row["path"] or row["id"], path)]
+        units = index.units()
         for rank, row in enumerate(rows[:k], 1):
             row["rank"] = rank
+            row["scope"] = units.name_of(row["id"]).rpartition(".")[0]  # the enclosing class or module
             row.pop("text")  # the snippet is what an agent reads first; the file is on its disk
         return rows[:k]
+
+    def related(self, path: str, line: int, k: int = 5) -> dict[str, Any]:
+        """The unit of ``path`` holding ``line``, its callers and callees (names resolved within the project, as
+        the lexical side reads calls) and its ``k`` nearest neighbours."""
+        with self._lock:
+            index = self.index
+        units = index.units()
+        wanted = path.strip().lstrip("./")
+        here = [i for i in units.ids if units.path_of(i) == wanted or units.path_of(i).endswith("/" + wanted)]
+        if not here:
+            raise StructretError(f"{path} is not a file of this index; give a path relative to the project, as "
+                                 f"search shows it.")
+        spans = {i: span for i in here if (span := _lines(i)) is not None}
+        unit = next((i for i, (a, b) in spans.items() if a <= line <= b), None)
+        if unit is None:
+            raise StructretError(f"no unit of {path} holds line {line} (a blank line between units, or past the "
+                                 f"file's end); its units span lines " + ", ".join(
+                                     f"{a}-{b}" for a, b in sorted(spans.values())[:8]) + ".")
+        split = getattr(index.lexical.retriever, "split", None) if index.lexical is not None else None
+        if split is None:
+            raise StructretError("this index's lexical side does not read calls; build it with 'structret index "
+                                 "SOURCE' (bm25-project).")
+        fields = {i: split(units.text_of(i)) for i in units.ids}
+        name = fields[unit]["name"]
+        calls = set(fields[unit]["calls"].split())
+        callers = [i for i in units.ids if i != unit and name and name in fields[i]["calls"].split()]
+        callees = [i for i in units.ids if i != unit and fields[i]["name"] in calls]
+        neighbours = [h.id for h in cast("list[Hit]", index.search(index.model, units.text_of(unit), k + 1))
+                      if h.id != unit][:k]
+
+        def show(ids: list[str]) -> list[dict[str, Any]]:
+            return [{"location": self._location(i, units), "name": units.name_of(i) or fields[i]["name"]}
+                    for i in ids[:MAX_K]]
+
+        return {"unit": {**show([unit])[0], "scope": units.name_of(unit).rpartition(".")[0]},
+                "callers": show(callers), "callees": show(callees), "neighbours": show(neighbours)}
+
+    def _location(self, doc_id: str, units: Any) -> str:
+        span = _lines(doc_id)
+        return units.path_of(doc_id) + (f":{span[0]}-{span[1]}" if span else "")
 
     def refresh(self) -> dict[str, Any]:
         if not self.root:
@@ -81,6 +126,13 @@ class ProjectTools:
                 "gone_or_edited": done.gone, "unchanged": done.unchanged, "encoded": done.encoded,
                 "reused": done.reused, "files_cut": done.files_cut, "files_gone": done.files_gone,
                 "failed": done.failed}
+
+
+def _lines(doc_id: str) -> tuple[int, int] | None:
+    """A unit's first and last line, from its id's ``#Lstart-Lend``."""
+    _, _, tail = doc_id.rpartition("#L")
+    start, _, end = tail.partition("-L")
+    return (int(start), int(end)) if start.isdigit() and end.isdigit() else None
 
 
 def _under(path: str, wanted: str) -> bool:
@@ -112,6 +164,16 @@ def create_mcp_server(index_dir: str | os.PathLike, *, verify: bool = True) -> A
         try:
             return tools.search(query, k, path)
         except StructretError as exc:  # a sentence for the agent, not "Error executing tool"
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def related(path: str, line: int, k: int = 5) -> dict[str, Any]:
+        """What is related to the code at path:line: the unit holding that line (its location, name and
+        enclosing class or module), the units that call it, the units it calls, and its k nearest
+        neighbours by meaning. path as search shows it (relative to the project)."""
+        try:
+            return tools.related(path, line, k)
+        except StructretError as exc:
             raise ToolError(str(exc)) from exc
 
     @server.tool()

@@ -254,7 +254,7 @@ class _Build:
                                                             show_progress=self.show_progress)
             twin = make_twin(model, key, show_progress=self.show_progress)
             built = build_index(model, vectors=vectors, ids=ids, texts=texts, kind=self.kind, metric=self.metric,
-                                lexical=self.lexical, fusion=self.fusion,
+                                lexical=self.lexical, fusion=self.fusion, default_fusion=defaults.SOURCE_FUSION,
                                 readings=readings if reader is not None else None, **self.index_options)
         built.meta["source"] = {"path": str(source), "languages": result.languages}
         built.set_ranking(self.request["ranking"])

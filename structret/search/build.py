@@ -47,7 +47,8 @@ def _new_index(kind: str, count: int, dim: int, metric: str, options: dict[str, 
 def build_index(model: Model | None, data: Any = None, *, split: str | None = None, kind: str = defaults.INDEX,
                 metric: str = "ip", batch_size: int = 32, show_progress: bool = True, ids: Sequence[str] | None = None,
                 texts: Sequence[str] | None = None, vectors: Any = None, lexical: str | None = None,
-                fusion: Any = None, readings: Sequence[str] | None = None, **index_options: Any) -> SearchIndex:
+                fusion: Any = None, readings: Sequence[str] | None = None, default_fusion: Any = None,
+                **index_options: Any) -> SearchIndex:
     """A search index of ``data``'s documents encoded by ``model``.
 
     ``data``: a Dataset, a ``"FORMAT:PATH"`` spec (read with ``split``), or a ``[n, dim]``
@@ -59,7 +60,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
     side alone; loading and searching it needs no model, so no torch).
     ``lexical="bm25"`` also indexes the texts with that retriever and fuses both sides in every
     search by ``fusion`` (structret.search.fusion: ``"zscore:0.2"``, a Fusion, or None: the fusion the model's
-    recipe was shipped with, ``Recipe.fusion``, else the default).
+    recipe was shipped with, ``Recipe.fusion``, else ``default_fusion``, else the default).
     A lexical retriever that reads records its own way (``format_document``: bm25-fields reads a
     function with its file and class) reads a dataset's records so; with vectors, ``readings=``
     gives those readings (one per id; ``lexical_reader``), else it reads the texts.
@@ -82,7 +83,7 @@ def build_index(model: Model | None, data: Any = None, *, split: str | None = No
         if built.index is None and fusion is not None:
             raise StructretError("fusion= says how vectors and a lexical side fuse; a lexical index (no model) "
                                  "has only the lexical side.")
-        built.add_lexical(lexical, decide_fusion(fusion, model.recipe if model is not None else None),
+        built.add_lexical(lexical, decide_fusion(fusion, model.recipe if model is not None else None, default_fusion),
                           retriever=retriever)
     elif fusion is not None:
         raise StructretError("fusion= is for a hybrid index; give lexical='bm25' too.")

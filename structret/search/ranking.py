@@ -147,7 +147,8 @@ def _definition(name: str) -> re.Pattern[str]:
 def defines(name: str, unit_name: str, text: str) -> bool:
     """Whether a unit (its own name, its text) defines ``name``: its name is it, or a definition keyword
     precedes it in the text (a small class's methods, a type beside its functions)."""
-    if unit_name and (unit_name == name or unit_name.rsplit(".", 1)[-1] == name):
+    own = unit_name.rsplit(".", 1)[-1].lstrip("$")  # zod's $ZodType defines ZodType
+    if unit_name and (unit_name == name or own == name.lstrip("$")):
         return True
     return name in text and _definition(name).search(text) is not None
 
@@ -224,11 +225,11 @@ class UnitView:
         if self._by_name is None:
             by_name: dict[str, list[str]] = {}
             for i in self.ids:
-                unit_name = self.name_of(i).rsplit(".", 1)[-1]
+                unit_name = self.name_of(i).rsplit(".", 1)[-1].lstrip("$")
                 if unit_name:
                     by_name.setdefault(unit_name, []).append(i)
             self._by_name = by_name
-        return self._by_name.get(name, [])
+        return self._by_name.get(name.lstrip("$"), [])
 
 
 def rerank(query: str, hits: Iterable[tuple[str, float, tuple[str, ...]]], ranking: Ranking, units: UnitView,

@@ -282,16 +282,17 @@ def resolve_system(name: str, fusion: Any = None) -> System:
     return found if fusion is None else found.with_fusion(fusion)
 
 
-def decide_fusion(fusion: Any = None, recipe: Any = None):
+def decide_fusion(fusion: Any = None, recipe: Any = None, default: Any = None):
     """The one rule for which fusion a hybrid uses: ``fusion`` when given (a spec, a dict or a
     Fusion: structret.search.fusion.parse), else the one ``recipe`` (a trained run's) was shipped
-    with (``Recipe.fusion``, chosen on validation), else the default. Systems (resolve_system) and
-    index builds (build_index) both decide here."""
+    with (``Recipe.fusion``, chosen on validation), else ``default`` (an index of a source folder's:
+    defaults.SOURCE_FUSION), else the default. Systems (resolve_system) and index builds (build_index)
+    both decide here."""
     from structret.search.fusion import parse
 
     if fusion is None and recipe is not None:
         fusion = recipe.get("fusion") or None
-    return parse(fusion)
+    return parse(fusion if fusion is not None else default)
 
 
 def make_retriever(name: str, *, model: str | None = None, show_progress: bool = True,
