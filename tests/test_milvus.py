@@ -335,7 +335,7 @@ def test_a_source_index_on_milvus_is_updated_in_place(tmp_path, tiny_bert_dir, f
     index()
     (src / "mail.py").write_text("def send_mail(x):\n    return x + 2\n")
     out = index()
-    assert "1 of 3 files mined" in out and "indexed 3 functions" in out  # removed and added, not rebuilt
+    assert "1 of 3 files cut" in out and "indexed 3 units" in out  # removed and added, not rebuilt
     result = CliRunner().invoke(cli, ["search", str(tmp_path / "idx"), "send mail", "-k", "3", "--json"])
     assert result.exit_code == 0 and "send_mail" in result.output and "def mail(" not in result.output
 
