@@ -5,7 +5,8 @@ process so nothing is warm but the page cache:
 
 - ``structret-lexical``: ``structret index SRC --backbone none`` (the syntax chunker and bm25-project);
 - ``structret-hybrid``: ``structret index SRC`` with an empty STRUCTRET_CACHE (every unit encoded by
-  all-MiniLM-L6-v2);
+  all-MiniLM-L6-v2, and the model's ONNX copy exported, as on a machine's first build; ``--warm-model
+  CACHE`` starts from that cache's ONNX copy: a project's first build on a machine that built one);
 - ``semble``: ``SembleIndex.from_path(SRC, model_path=STATIC)`` with an empty SEMBLE_CACHE_LOCATION. Its
   hub model (potion-code-16M) cannot be reached here, so it is given a local static model: ``--static``,
   a model2vec folder (``model2vec.distill`` of the bundled MiniLM makes one; distilling is not timed).
@@ -85,33 +86,39 @@ def main() -> None:
     parser.add_argument("--semble-python", help="python of an environment with semble installed")
     parser.add_argument("--static", help="a local model2vec folder for semble")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--warm-model", metavar="CACHE",
+                        help="a STRUCTRET_CACHE whose onnx/ (the model's ONNX copy, exported on a machine's first "
+                             "build) each structret run starts with: a project's first index, not the machine's")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "plugins"))
-    from structret_papers.semble import read_benchmark
-
-    repos = {r.name: r for r in read_benchmark(args.data_root)}
+    root = Path(args.data_root)
+    listed = {entry["name"]: entry for entry in json.loads((root / "repos.json").read_text(encoding="utf-8"))}
     print(f"# {_cpu()}; {args.rounds} round(s), in turns")
     for name in args.repo or ["aiohttp"]:
-        repo = repos[name]
-        queries = json.dumps([q.text for q in repo.queries])
+        entry = listed[name]
+        source = root / "repos" / name / (entry.get("benchmark_root") or "")
+        texts = [q["query"] for q in json.loads((root / "annotations" / f"{name}.json").read_text(encoding="utf-8"))]
+        queries = json.dumps(texts)
         rows: dict[str, list[dict]] = {}
         for _ in range(args.rounds):
             for system in ("structret-lexical", "structret-hybrid", "semble"):
                 with tempfile.TemporaryDirectory() as tmp:
                     env = {**os.environ, "STRUCTRET_CACHE": f"{tmp}/cache", "SEMBLE_CACHE_LOCATION": f"{tmp}/semble",
                            "HF_HUB_OFFLINE": "1"}
+                    if args.warm_model:
+                        Path(tmp, "cache").mkdir()
+                        os.symlink(Path(args.warm_model, "onnx").resolve(), Path(tmp, "cache", "onnx"))
                     if system == "semble":
                         if not (args.semble_python and args.static):
                             continue
-                        argv = [args.semble_python, "-c", SEMBLE, str(repo.root), args.static, queries]
+                        argv = [args.semble_python, "-c", SEMBLE, str(source), args.static, queries]
                     else:
                         mode = system.split("-")[1]
-                        argv = [sys.executable, "-c", STRUCTRET, str(repo.root), f"{tmp}/idx", mode, queries]
+                        argv = [sys.executable, "-c", STRUCTRET, str(source), f"{tmp}/idx", mode, queries]
                     done = subprocess.run(argv, capture_output=True, text=True, env=env)
                     if done.returncode:
                         raise SystemExit(f"{system} failed:\n{done.stderr[-2000:]}")
                     rows.setdefault(system, []).append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"\n{name} ({repo.language}, {len(repo.queries)} queries)\n")
+        print(f"\n{name} ({entry['language']}, {len(texts)} queries)\n")
         print("| system | units | cold index s | query p50 ms |\n|---|---:|---:|---:|")
         for system, runs in rows.items():
             print(f"| {system} | {runs[0]['units']} | {statistics.median(r['seconds'] for r in runs):.2f} | "
