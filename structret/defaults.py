@@ -36,7 +36,7 @@ ENCODER = "hf-encoder"
 # project in any language"); a trained run's recipe fusion still wins over SOURCE_FUSION
 SOURCE_FUSION = "zscore:0.5"
 RANKING = {
-    "lexical": {"definition": 2.0, "stem": 3.0, "penalty": 0.5, "saturation": 0.5, "coherence": 1.0},
-    "hybrid": {"definition": 2.0, "stem": 3.0, "penalty": 0.5, "saturation": 0.5, "coherence": 1.0,
+    "lexical": {"definition": 2.0, "stem": 3.0, "penalty": 0.5, "saturation": 0.5, "coherence": 1.0, "embedded": 1.0},
+    "hybrid": {"definition": 2.0, "stem": 3.0, "penalty": 0.5, "saturation": 0.5, "coherence": 1.0, "embedded": 1.0,
                "symbol_weight": 1.0},
 }

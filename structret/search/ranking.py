@@ -7,7 +7,8 @@ than its tests. Each rule below has a strength (0 or 1: off), chosen on semble's
 it, shown by ``structret search --explain``:
 
 - ``definition``: a unit that defines the symbol a query names (one identifier, CamelCase, dotted or
-  ``::``; a CamelCase word inside a sentence at half strength) gains ``definition`` times the best score;
+  ``::``; a CamelCase or snake_case word inside a sentence at ``embedded`` of the strength) gains
+  ``definition`` times the best score;
   units that define it but were not among the candidates join them.
 - ``stem``: a natural-language query's words (prefix-matched: "dependency" finds ``dependencies``)
   against the file's stem and folder: ``stem`` times the share of the words matched.
@@ -66,11 +67,12 @@ class Ranking:
     penalty: float = 1.0
     saturation: float = 1.0
     coherence: float = 0.0
+    embedded: float = 0.5  # the definition boost's share for a symbol named inside a sentence
     symbol_weight: float | None = None
     depth: int = 100  # fused candidates the rules re-order
 
     def __post_init__(self) -> None:
-        for name in ("definition", "stem", "coherence"):
+        for name in ("definition", "stem", "coherence", "embedded"):
             if not getattr(self, name) >= 0:
                 raise StructretError(f"ranking: {name} is a boost, at least 0; got {getattr(self, name)!r}.")
         for name in ("penalty", "saturation"):
@@ -83,7 +85,7 @@ class Ranking:
 
     @property
     def active(self) -> bool:
-        return self != Ranking(depth=self.depth)
+        return self != Ranking(depth=self.depth, embedded=self.embedded)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -121,14 +123,14 @@ def is_symbol(query: str) -> bool:
     return _SYMBOL.match(query.strip()) is not None
 
 
-def symbol_names(query: str) -> tuple[set[str], float]:
+def symbol_names(query: str, embedded: float = 0.5) -> tuple[set[str], float]:
     """The names a query asks for the definition of, and at which share of the boost: a symbol query's last
-    part (and the whole, if qualified) at 1, CamelCase or snake_case words inside a sentence at 0.5."""
+    part (and the whole, if qualified) at 1, CamelCase or snake_case words inside a sentence at ``embedded``."""
     text = query.strip()
     if is_symbol(text):
         last = _SEPARATORS.split(text.rstrip("?!"))[-1]
         return {last, text} if last != text else {last}, 1.0
-    return set(_EMBEDDED.findall(text)), 0.5
+    return set(_EMBEDDED.findall(text)), embedded
 
 
 def parts(identifier: str) -> list[str]:
@@ -246,7 +248,7 @@ def rerank(query: str, hits: Iterable[tuple[str, float, tuple[str, ...]]], ranki
     by_id = {h.id: h for h in listed}
     if ranking.coherence:
         _coherence(listed, ranking.coherence, units)
-    names, share = symbol_names(query)
+    names, share = symbol_names(query, ranking.embedded)
     if ranking.definition and names:
         boost = ranking.definition * share
         for name in names:
