@@ -16,7 +16,7 @@ from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")  # identifier parts (also search.ranking)
 _LINES = re.compile(r"#L(\d+)-L(\d+)$")
 # words a query is made of that say nothing about code
 STOPWORDS = frozenset("a an and are as at be by for from how i in is it of on or that the this to was what when where "
@@ -28,7 +28,7 @@ def words(text: str) -> set[str]:
     found: set[str] = set()
     for word in _WORD.findall(text):
         found.add(word.lower())
-        found.update(part.lower() for part in _CAMEL.findall(word))
+        found.update(part.lower() for part in CAMEL.findall(word))
     return found
 
 
@@ -101,7 +101,7 @@ def mark_terms(line: str, terms: set[str], style: Callable[[str], str],
         return plain(line)
     out, last = [], 0
     for word in _WORD.finditer(line):
-        parts = [(m.start(), m.end()) for m in _CAMEL.finditer(word.group())] or [(0, len(word.group()))]
+        parts = [(m.start(), m.end()) for m in CAMEL.finditer(word.group())] or [(0, len(word.group()))]
         if word.group().lower() in terms:
             parts = [(0, len(word.group()))]
         for start, end in parts:

@@ -319,15 +319,13 @@ class _Walk:
     def definition(self, node: Any, top: bool = False) -> tuple[str, str] | None:
         """(kind, name) of a definition node, or None. ``top``: at a file's top level, where a declaration of
         several lines is a constant's definition (``constants``)."""
-        kind = self.kinds.get(node.type)
         if self.language == "elixir":
             return self._elixir(node)
-        if node.type in _WRAPPERS or node.type == "decorated_definition":
-            inner = next((c for c in node.named_children if self.definition(c) is not None), None)
-            if inner is not None:
-                return self.definition(inner)
-            if kind is None:
-                return None
+        kind = self.kinds.get(node.type)
+        if node.type in _WRAPPERS:  # the wrapped definition's kind and name
+            inner = next((found for c in node.named_children if (found := self.definition(c)) is not None), None)
+            if inner is not None or kind is None:
+                return inner
         if kind is None and node.type in _ASSIGNMENTS:
             return self._assigned(node, top)
         if kind is None:

@@ -24,7 +24,7 @@ from typing import Any, cast
 from structret.project.index import refresh_source
 from structret.errors import StructretError
 from structret.search.index import Hit, SearchIndex, load_index
-from structret.snippets import readable
+from structret.snippets import locate, readable
 
 INSTRUCTIONS = ("Search this project's code by what it does, in words ('parse the config file', 'retry a failed "
                 "request') or by a symbol's name: 'search' returns units best first as path:start-end with the lines "
@@ -40,6 +40,7 @@ class ProjectTools:
         self.index_dir = Path(index_dir)
         self.verify = verify
         self._lock = threading.Lock()  # a refresh swaps the index; a search in between sees one or the other
+        self._fields: tuple[SearchIndex, dict[str, dict[str, str]]] | None = None  # related()'s calls, per index
         self.index = self._load()
 
     def _load(self) -> SearchIndex:
@@ -96,7 +97,9 @@ class ProjectTools:
         if split is None:
             raise StructretError("this index's lexical side does not read calls; build it with 'structret index "
                                  "SOURCE' (bm25-project).")
-        fields = {i: split(units.text_of(i)) for i in units.ids}
+        if self._fields is None or self._fields[0] is not index:  # every unit read once per loaded index
+            self._fields = (index, {i: split(units.text_of(i)) for i in units.ids})
+        fields = self._fields[1]
         name = fields[unit]["name"]
         calls = set(fields[unit]["calls"].split())
         callers = [i for i in units.ids if i != unit and name and name in fields[i]["calls"].split()]
@@ -129,10 +132,10 @@ class ProjectTools:
 
 
 def _lines(doc_id: str) -> tuple[int, int] | None:
-    """A unit's first and last line, from its id's ``#Lstart-Lend``."""
-    _, _, tail = doc_id.rpartition("#L")
-    start, _, end = tail.partition("-L")
-    return (int(start), int(end)) if start.isdigit() and end.isdigit() else None
+    """A unit's first and last line, from its id (structret.snippets.locate)."""
+    where = locate(doc_id)
+    return (where.start, where.end) if where is not None and where.start is not None and where.end is not None \
+        else None
 
 
 def _under(path: str, wanted: str) -> bool:

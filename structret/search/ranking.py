@@ -33,9 +33,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence
-from urllib.parse import unquote, urlparse
-
 from structret.errors import StructretError
+from structret.snippets import CAMEL, locate
 
 # a query that names a symbol: dotted or ::-qualified, snake_case, camelCase, PascalCase or CONSTANT
 _SYMBOL = re.compile(r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\.|->|#|\\)[A-Za-z_$][\w$]*)+|_\w*|[A-Za-z][a-z0-9]*[A-Z_]\w*"
@@ -43,7 +42,6 @@ _SYMBOL = re.compile(r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\.|->|#|\\)[A-Za-z_$][\w$]*)
 _EMBEDDED = re.compile(r"\b(?:[A-Z][a-z0-9]+[A-Z]\w*|[a-z][a-z0-9]*[A-Z]\w*|[a-z0-9]+_[a-z0-9_]+)\b")
 _SEPARATORS = re.compile(r"::|->|\.|#|\\")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9]*")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _STOPWORDS = frozenset("a an and are as at be by do does for from has have how if in into is it its not of on or "
                        "the their this that to was what when where which who why with use used using".split())
 _DEFINES = ("class", "module", "defmodule", "def", "defp", "defmacro", "interface", "struct", "enum", "trait",
@@ -134,8 +132,9 @@ def symbol_names(query: str, embedded: float = 0.5) -> tuple[set[str], float]:
 
 
 def parts(identifier: str) -> list[str]:
-    """An identifier's lowercase parts (``HTTPServer`` -> http, server; ``read_file`` -> read, file)."""
-    return [p.lower() for piece in identifier.split("_") for p in _CAMEL.findall(piece) if p]
+    """An identifier's lowercase parts, split at ``_`` and camelCase (``HTTPServer`` -> http, server), without
+    the whole words snippets' ``words`` keeps too."""
+    return [p.lower() for piece in identifier.split("_") for p in CAMEL.findall(piece) if p]
 
 
 @lru_cache(maxsize=256)
@@ -173,10 +172,10 @@ def _path_words(path: str) -> set[str]:
     if not pieces:
         return set()
     stem = pieces[-1].rsplit(".", 1)[0] if "." in pieces[-1].lstrip(".") else pieces[-1]
-    words = set(parts(stem)) | {stem.lower(), stem.lower().replace("_", "")}
+    found = set(parts(stem)) | {stem.lower(), stem.lower().replace("_", "")}
     if len(pieces) > 1:
-        words |= set(parts(pieces[-2])) | {pieces[-2].lower()}
-    return words
+        found |= set(parts(pieces[-2])) | {pieces[-2].lower()}
+    return found
 
 
 def _matches(word: str, words: set[str]) -> bool:
@@ -219,7 +218,7 @@ class UnitView:
     def of(cls, ids: Sequence[str], root: str, readings: Mapping[str, str], texts: Mapping[str, str]) -> "UnitView":
         """An index's documents: ``ids``, the folder ``root`` their files are under, the lexical side's
         ``readings`` (a unit's qualified name) and the ``texts``."""
-        return cls(ids, lambda i: _file_of(i, root), lambda i: _name_of(readings.get(i)),
+        return cls(ids, lambda i: _file_of(i, root or None), lambda i: _name_of(readings.get(i)),
                    lambda i: texts.get(i) or "")
 
     def named(self, name: str) -> list[str]:
@@ -269,8 +268,8 @@ def rerank(query: str, hits: Iterable[tuple[str, float, tuple[str, ...]]], ranki
             for h in listed:
                 path = units.path_of(h.id)
                 if path not in seen:
-                    words = _path_words(path)
-                    seen[path] = sum(_matches(w, words) for w in keywords) / len(keywords)
+                    in_path = _path_words(path)
+                    seen[path] = sum(_matches(w, in_path) for w in keywords) / len(keywords)
                 if seen[path]:
                     h.score += ranking.stem * seen[path]
                     h.why += (f"+{ranking.stem * seen[path]:.2g} path {path.rsplit('/', 1)[-1]} matches",)
@@ -327,13 +326,10 @@ def _saturate(listed: list[Ranked], decay: float, units: UnitView, k: int) -> li
     return chosen + remaining
 
 
-def _file_of(doc_id: str, root: str) -> str:
-    """A document's file: a ``file://`` id's path relative to the indexed folder ``root``, else its path part."""
-    head = doc_id.split("#", 1)[0]
-    path = unquote(urlparse(head).path) if "://" in head else head
-    if root and path.startswith(root.rstrip("/") + "/"):
-        return path[len(root.rstrip("/")) + 1:]
-    return path.lstrip("/")
+def _file_of(doc_id: str, root: str | None) -> str:
+    """A document's file (relative to the indexed folder ``root``), or its id where it names none."""
+    where = locate(doc_id, root)
+    return where.path if where is not None else doc_id
 
 
 def _name_of(reading: str | None) -> str:
