@@ -27,8 +27,10 @@ FRESH_BACKBONE = "informed-transformer"  # structret new-model: a backbone train
 PYTHON_EXTRACTOR = "python-tokenize"
 CODE_EXTRACTOR = "tree-sitter"
 OBJECTIVE = "sda"  # a recipe that names none: structure-aware alignment, contrastive
-# structret.load_model on a bare model folder: a T5-family config gets the first, any other the second
+# structret.load_model on a bare model folder: a T5-family config gets the first, a static table
+# (model2vec's config, model_type "model2vec") the second, any other the third
 SEQ2SEQ = "t5"
+STATIC = "static"
 ENCODER = "hf-encoder"
 
 # how an index of a source folder fuses its sides, and the ranking rules (structret.search.ranking) it

@@ -220,6 +220,9 @@ def open_model(backbone: str | None, model: str | TrainedModel | None = None, op
             if model is None:  # else Path(None) fails below with a TypeError that says nothing useful
                 raise StructretError("open_model: name a backbone, a model or both.")
             backbone = _family(model)
+        elif model is not None and _family(str(model)) == defaults.STATIC:
+            # a token table, whatever backbone was named (index's default, minilm): no transformer reads one
+            backbone = defaults.STATIC
     made = get_registry().create("backbone", backbone, **options, **({"model": weights} if weights else {}))
     # model: what was asked for (the run, not its final/ folder), so an index can reopen it
     return Model(made, backbone_name=backbone, model=model, options=options, text_format=text_format, recipe=recipe,
@@ -227,9 +230,12 @@ def open_model(backbone: str | None, model: str | TrainedModel | None = None, op
 
 
 def _family(model: str) -> str:
-    """``t5`` for a T5-family config (t5, mt5, codet5, ...), else ``hf-encoder``."""
+    """``t5`` for a T5-family config (t5, mt5, codet5, ...), ``static`` for a model2vec folder, else
+    ``hf-encoder``."""
     config = _config(model)
     kind = str(config.get("model_type", "")).lower()
+    if kind == "model2vec":
+        return defaults.STATIC
     architectures = config.get("architectures") or []
     t5 = "t5" in kind or any("T5" in str(a) for a in architectures)
     return defaults.SEQ2SEQ if t5 else defaults.ENCODER

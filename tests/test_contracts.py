@@ -87,6 +87,12 @@ def test_backbone_keeps_its_contract(name, tiny_bert_dir, tiny_t5_dir, tmp_path)
         from structret_structure.model import initialize
 
         model = initialize(tmp_path / "informed", ["def f(x):\n    return x + 1"] * 4, dim=32, layers=1, heads=2)
+    elif name == "static":
+        from structret_backbones.hf import HFEncoder
+        from structret_backbones.static import distill
+
+        distill(HFEncoder(tiny_bert_dir, pooling="mean"), tmp_path / "table", dims=8)
+        model = tmp_path / "table"
     else:
         pytest.skip(f"backbone {name}: no tiny local model for it (hub weights cannot load offline)")
     result = _checked("backbone", name, model=str(model))

@@ -96,3 +96,20 @@ class MiniLM(HFEncoder):
 
 class T5Encoder(Encoder):
     """Options of ``t5``, ``t5-base`` and ``codet5-base`` (first decoder position, as SANTA)."""
+
+
+class Static(Options):
+    """Options of ``static`` (a token table: a text's vector is the mean of its tokens' rows)."""
+
+    normalize: bool | None = None
+    """Unit-length vectors; unset = what the model folder's config.json says (model2vec: true)."""
+    max_length: int = Field(512, gt=0)
+    """Tokens per text; longer texts are cut (a table reads every token at the same cost, so this is
+    about what a vector should say, not speed)."""
+    query_prefix: str = ""
+    """Text put before every query."""
+    document_prefix: str = ""
+    """Text put before every document."""
+    device: str = "auto"
+    """torch device the table trains on (encoding is numpy, always on the CPU); auto = the first CUDA
+    GPU where torch sees one, else cpu."""

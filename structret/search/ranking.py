@@ -218,8 +218,15 @@ class UnitView:
     def of(cls, ids: Sequence[str], root: str, readings: Mapping[str, str], texts: Mapping[str, str]) -> "UnitView":
         """An index's documents: ``ids``, the folder ``root`` their files are under, the lexical side's
         ``readings`` (a unit's qualified name) and the ``texts``."""
-        return cls(ids, lambda i: _file_of(i, root or None), lambda i: _name_of(readings.get(i)),
-                   lambda i: texts.get(i) or "")
+        files: dict[str, str] = {}  # every rule asks each candidate's file, every query: parse each id once
+
+        def path_of(i: str) -> str:
+            found = files.get(i)
+            if found is None:
+                found = files[i] = _file_of(i, root or None)
+            return found
+
+        return cls(ids, path_of, lambda i: _name_of(readings.get(i)), lambda i: texts.get(i) or "")
 
     def named(self, name: str) -> list[str]:
         """The units whose own name (last part) is ``name``, every unit's name read once."""

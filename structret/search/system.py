@@ -7,6 +7,7 @@ import copy
 import difflib
 import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from structret.contracts import (Backbone, HasDtype, HasFingerprint, HasFormatDocument, HasMaxLength, HasNormalize,
@@ -209,7 +210,7 @@ class HybridRetriever:
 @dataclass(frozen=True)
 class System:
     """A retrieval system as its name means it, resolved once (``resolve_system``): what it is (``kind``:
-    ``retriever``, ``backbone``, ``run`` or ``hybrid``), its parts, and -- for a hybrid -- the fusion it
+    ``retriever``, ``backbone``, ``run``, ``folder`` (a model folder) or ``hybrid``), its parts, and -- for a hybrid -- the fusion it
     uses, decided there (``decide_fusion``). ``retriever()`` builds it to score a dataset
     (structret.evaluation); an index is built and searched with the same fusion (structret.search.build)."""
 
@@ -245,10 +246,21 @@ class System:
             return HybridRetriever(registry.create("retriever", self.lexical), dense, self.fusion, name=self.name)
         if self.kind == "retriever":
             return registry.create("retriever", self.name, **options)
-        # a backbone name (with model= weights) or a run: the one route to a model, the run verified once
-        opened = open_model(self.name, model, options) if self.run is None else open_model(None, self.run, options)
+        # a backbone name (with model= weights), a run or a model folder: the one route to a model, a run verified once
+        if self.run is not None:
+            opened = open_model(None, self.run, options)
+        elif self.kind == "folder":
+            opened = open_model(None, self.name, options)
+        else:
+            opened = open_model(self.name, model, options)
         return DenseRetriever(opened.backbone, batch_size=batch_size, show_progress=show_progress,
                               text_format=opened.text_format, cache=cache)
+
+
+def _model_folder(name: str) -> bool:
+    # what open_model reads without a backbone name: a saved model's folder (its config.json says which)
+    folder = Path(name).expanduser()
+    return folder.is_dir() and (folder / "config.json").is_file()
 
 
 def resolve_system(name: str, fusion: Any = None) -> System:
@@ -263,6 +275,8 @@ def resolve_system(name: str, fusion: Any = None) -> System:
         found = System(name, "backbone")
     elif (trained := trained_model(name)) is not None:  # a run directory or checkpoint: its backbone, its weights
         found = System(name, "run", run=trained)
+    elif _model_folder(name):  # a model folder (a Hugging Face save, a static table): its config says the backbone
+        found = System(name, "folder")
     else:
         lexical, plus, dense = name.partition("+")
         if not (plus and registry.has("retriever", lexical)):
@@ -271,11 +285,11 @@ def resolve_system(name: str, fusion: Any = None) -> System:
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise PluginError(
                 f"unknown system '{name}': it is neither a retriever nor a backbone.{hint} "
-                f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' also works, and "
+                f"Known: {', '.join(sorted(known))}; a directory written by 'structret train' or a model folder also works, and "
                 f"LEXICAL+DENSE (bm25+minilm) fuses two."
             )
         side = resolve_system(dense)
-        if side.kind not in ("backbone", "run"):
+        if side.kind not in ("backbone", "run", "folder"):
             raise PluginError(f"system '{name}': a hybrid is LEXICAL+DENSE, and '{dense}' is not a dense system "
                               f"(a backbone such as minilm, or a directory written by 'structret train').")
         return System(name, "hybrid", lexical=lexical, dense=side).with_fusion(fusion)
