@@ -75,6 +75,42 @@ def test_a_binary_package_of_a_reserved_source_package_is_refused(tmp_path):
         cc.check_not_reserved(sources, reserved, {"php-illuminate-database": "php-laravel-framework"})
 
 
+BENCHMARK_MD = RESERVED_MD + """
+- semble's code-search benchmark (all 63 repositories; 18 of them are in semble-bench/ beside this file):
+  aiohttp (aio-libs/aiohttp), gin (gin-gonic/gin), rails (rails/rails), gson (google/gson),
+  commons-lang (apache/commons-lang), rack (rack/rack).
+  Never train on their code or text (any copy: Debian, PyPI, npm, vendored).
+
+- products: Debian package catalog entries whose package name hashes into the first half
+"""
+
+
+@pytest.mark.parametrize("spec", ["pypi:aiohttp==3.9.0", "deb:golang-github-gin-gonic-gin-dev=1.8.1-1",
+                                  "deb:ruby-rack=2.2.22-0+deb12u1", "deb-src:commons-lang3=3.12.0-2",
+                                  "deb:libgoogle-gson-java=2.10-1"])
+def test_a_benchmark_repository_is_refused_in_any_language_and_debian_naming(tmp_path, spec):
+    md = tmp_path / "RESERVED-SOURCES.md"
+    md.write_text(BENCHMARK_MD)
+    reserved = cc.read_reserved(md)
+    assert {"aiohttp", "gin", "rails", "golang-github-gin-gonic-gin", "google-gson"} <= reserved[cc.ANY_LANGUAGE]
+    assert "products" not in reserved[cc.ANY_LANGUAGE] and "never" not in reserved[cc.ANY_LANGUAGE]
+    sources = {"go": {"train": [cc.parse_source(spec)], "valid": [], "test": []}}
+    with pytest.raises(cc.SourceError, match="reserved under benchmark repositories"):
+        cc.check_not_reserved(sources, reserved)
+
+
+def test_a_benchmark_repository_is_refused_through_its_debian_source_package(tmp_path):
+    md = tmp_path / "RESERVED-SOURCES.md"
+    md.write_text(BENCHMARK_MD)
+    reserved = cc.read_reserved(md)
+    sources = {"ruby": {"train": [cc.parse_source("deb:ruby-railties=2:6.1.7.10+dfsg-1~deb12u2"),
+                                  cc.parse_source("deb-src:rx-java=3.1.5-1")], "valid": [], "test": []}}
+    cc.check_not_reserved(sources, reserved)  # railties is not rails by name, and rx-java is not node-rx
+    with pytest.raises(cc.SourceError, match="ruby-railties.*rails is reserved"):
+        cc.check_not_reserved(sources, reserved, {"ruby-railties": "rails"})
+    assert "gin" in cc.vendored_dirs(reserved, "python")  # a vendored copy's folder is not mined
+
+
 def test_the_shipped_source_list_is_pinned_and_not_reserved():
     sources = cc.load_sources()
     assert set(sources) == set(cc.LANGUAGES)
@@ -91,6 +127,9 @@ def test_a_package_in_two_splits_and_an_unpinned_source_are_errors(tmp_path):
         cc.load_sources(toml)
     with pytest.raises(cc.SourceError, match="not a pinned source"):
         cc.parse_source("pypi:attrs")
+    toml.write_text('[python]\ntrain = ["npm:luxon@3.7.2"]\n')  # an npm tarball mined as Python: nothing
+    with pytest.raises(cc.SourceError, match=r"move it to \[javascript\]"):
+        cc.load_sources(toml)
 
 
 def test_packages_land_whole_in_one_split_and_copies_of_earlier_code_are_dropped(tmp_path):

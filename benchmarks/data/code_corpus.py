@@ -49,7 +49,11 @@ SOURCES_FILE = HERE / "code_sources.toml"
 RESERVED_FILE = HERE.parents[2] / "shared" / "RESERVED-SOURCES.md"
 LANGUAGES = ("python", "go", "java", "javascript", "php", "ruby")
 SPLITS = ("train", "valid", "test")
+# The reserved list's key for a benchmark's repositories, refused whatever a source's language.
+ANY_LANGUAGE = "benchmark repositories"
 KINDS = ("deb", "deb-src", "pypi", "npm")
+# Kinds that hold one language's code: listed under another, they would be mined to nothing
+KIND_LANGUAGE = {"pypi": "python", "npm": "javascript"}
 # Folders of someone else's code beyond the miner's defaults (node_modules, vendor, ...).
 VENDOR_DIRS = ("_vendor", "_vendored", "vendored", "third_party", "thirdparty", "third-party", "extern", "externals",
                "bower_components")
@@ -114,6 +118,10 @@ def load_sources(path: Path = SOURCES_FILE) -> dict[str, dict[str, list[Source]]
             out[language][split] = []
             for spec in splits.get(split, []):
                 source = parse_source(spec)
+                if KIND_LANGUAGE.get(source.kind, language) != language:
+                    raise SourceError(f"{path}: {spec} is listed under [{language}], but a {source.kind} source is "
+                                      f"{KIND_LANGUAGE[source.kind]} code (its miner would read none of it); move it "
+                                      f"to [{KIND_LANGUAGE[source.kind]}].")
                 key = f"{source.kind}:{source.name}"
                 if key in where:
                     raise SourceError(f"{path}: {source.name} is in {where[key]} and in {language}.{split}; "
@@ -153,7 +161,39 @@ def read_reserved(path: Path) -> dict[str, set[str]]:
                 names.update(name_key(w) for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9._+-]*", item)
                              if re.search(r"[-\d]", w) and re.search(r"[a-z]", w))
         reserved.setdefault(match.group(1), set()).update(names)
+    repos = read_reserved_repositories(path)
+    if repos:
+        reserved[ANY_LANGUAGE] = repos
     return reserved
+
+
+def read_reserved_repositories(path: Path) -> set[str]:
+    """``name_key``s of the repositories a benchmark bullet lists as ``name (owner/repo), ...``.
+
+    Such a bullet (semble's code-search benchmark) names projects, not packages, in any language,
+    so each repository stands for the names its packages go by: its own name and the repo's
+    (``rails``, ``commons-lang``), ``owner-repo`` (Debian's ``google-gson``) and Debian's Go
+    package ``golang-github-owner-repo`` (``-dev`` is dropped by ``package_keys``).
+    """
+    keys: set[str] = set()
+    text = path.read_text(encoding="utf-8")
+    for block in re.findall(r"^\s*[-*]\s+[^:\n]*benchmark[^:\n]*(?:\([^)]*\))?:\s*(.*?)(?=^\s*[-*]\s|\Z)", text,
+                            re.M | re.S):
+        for name, owner, repo in re.findall(r"([A-Za-z0-9][\w.+-]*)\s*\(([\w.-]+)/([\w.-]+)\)", block):
+            for item in (name, repo, f"{owner}-{repo}", f"golang-github-{owner}-{repo}"):
+                keys.add(name_key(item))
+    return keys
+
+
+def package_keys(name: str) -> set[str]:
+    """The names a package may be reserved under: its ``name_key``, and that without Debian's
+    ``golang-...-dev``/``lib...-java`` wrapping or a trailing major version (commons-lang3, minio-go-v7)."""
+    key = name_key(name)
+    keys = {key}
+    bare = re.sub(r"^(golang-.+)-dev$", r"\1", key)
+    bare = re.sub(r"^lib(.+)-java$", r"\1", bare)  # not rx-java: RxJava's own name
+    keys.update({bare, re.sub(r"(-v?\d+)$", "", bare), re.sub(r"(?<=[a-z])\d+$", "", bare)})
+    return {k for k in keys if k}
 
 
 def check_not_reserved(sources: dict[str, dict[str, list[Source]]], reserved: dict[str, set[str]],
@@ -172,9 +212,10 @@ def check_not_reserved(sources: dict[str, dict[str, list[Source]]], reserved: di
                 for name in names:
                     if STDLIB_PACKAGES.match(name.lower()):
                         bad.append(f"{language}.{split}: {source.spec} ({name} is a standard library, reserved)")
-                    elif name_key(name) in every:
+                    elif package_keys(name) & every.keys():
+                        hit = sorted(package_keys(name) & every.keys())[0]
                         bad.append(f"{language}.{split}: {source.spec} ({name} is reserved under "
-                                   f"{every[name_key(name)]})")
+                                   f"{every[hit]})")
     if bad:
         raise SourceError("reserved sources in the source list, never to be trained, tuned or selected on:\n  "
                           + "\n  ".join(bad) + "\nRemove them from " + str(SOURCES_FILE.name) + ".")
@@ -184,7 +225,7 @@ def vendored_dirs(reserved: dict[str, set[str]], language: str) -> tuple[str, ..
     """Folder names not to mine in ``language``: vendor folders, and reserved packages' own names."""
     names = set(VENDOR_DIRS) | set(BUNDLE_DIRS.get(language, ()))
     if language in VENDORING_LANGUAGES:
-        for key in reserved.get(language, ()):
+        for key in set(reserved.get(language, ())) | set(reserved.get(ANY_LANGUAGE, ())):
             names.update({key, key.replace("-", "_"), key.removeprefix("python-").replace("-", "_")})
         if language == "python":
             names.add("dateutil")  # python-dateutil's import name
@@ -324,36 +365,73 @@ def mine_package(source: Source, language: str, split: str, tree: Path, out: Pat
     return result
 
 
-def merge_split(parts: list[Path], out: Path, split: str, seen: set[bytes]) -> tuple[int, int]:
+def _part_rows(part: Path, cap: int | None) -> list[str]:
+    """The lines of one mined package; at most ``cap`` of them, chosen by the sha1 of each row's url
+    (so the choice is the same on every machine and run)."""
+    with gzip.open(part, "rt", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    if cap is not None and len(lines) > cap:
+        lines = sorted(lines, key=lambda line: hashlib.sha1(_row_key(line).encode("utf-8")).hexdigest())[:cap]
+    return lines
+
+
+def merge_split(parts: list[Path], out: Path, split: str, seen: set[bytes],
+                package_cap: int | None = None) -> tuple[int, int]:
     """Concatenate mined ``parts`` into ``out`` (rows' partition = ``split``), dropping code in ``seen``.
 
-    Returns (rows written, cross-package duplicates dropped); ``seen`` grows by what was written.
+    ``package_cap`` keeps at most that many rows of one package, so that a few large packages
+    (generated API clients, say) do not make up most of the split. Returns (rows written,
+    cross-package duplicates dropped); ``seen`` grows by what was written.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     kept = dups = 0
     tmp = out.with_name(out.name + ".tmp")
     with gzip.open(tmp, "wt", encoding="utf-8") as sink:
         for part in parts:
-            with gzip.open(part, "rt", encoding="utf-8") as fh:
-                for line in fh:
-                    row = json.loads(line)
-                    if row.get("partition") != split:
-                        raise SourceError(f"{part}: a row in partition {row.get('partition')!r}, expected {split!r}; "
-                                          f"delete it and re-run.")
-                    key = hashlib.sha1(row["code"].encode("utf-8")).digest()
-                    if key in seen:
-                        dups += 1
-                        continue
-                    seen.add(key)
-                    sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    kept += 1
+            for line in _part_rows(part, package_cap):
+                row = json.loads(line)
+                if row.get("partition") != split:
+                    raise SourceError(f"{part}: a row in partition {row.get('partition')!r}, expected {split!r}; "
+                                      f"delete it and re-run.")
+                key = hashlib.sha1(row["code"].encode("utf-8")).digest()
+                if key in seen:
+                    dups += 1
+                    continue
+                seen.add(key)
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+                kept += 1
     os.replace(tmp, out)
     return kept, dups
 
 
+def stdlib_code(language: str, cache: Path) -> set[bytes]:
+    """sha1s of the code of every function of the running Python's standard library (for
+    ``python``; empty otherwise): the README's main job scores on the standard library, so a
+    package's copy of a standard-library function (a backport, a patched copy) is not trained on."""
+    if language != "python":
+        return set()
+    import sysconfig
+
+    from structret.mining import DEFAULT_EXCLUDE, mine
+
+    part = cache / "mined" / "python" / "stdlib.jsonl.gz"
+    if not part.exists():
+        part.parent.mkdir(parents=True, exist_ok=True)
+        tmp = part.with_name("stdlib.tmp.jsonl.gz")
+        mine(Path(sysconfig.get_paths()["stdlib"]), "python", tmp, repo="stdlib", splits=(1.0, 0.0, 0.0),
+             exclude=tuple(DEFAULT_EXCLUDE) + ("site-packages",), show_progress=False, structure_pairs=True)
+        os.replace(tmp, part)
+    with gzip.open(part, "rt", encoding="utf-8") as fh:
+        return {hashlib.sha1(json.loads(line)["code"].encode("utf-8")).digest() for line in fh}
+
+
 def build_language(language: str, splits: dict[str, list[Source]], reserved: dict[str, set[str]], cache: Path,
-                   out_dir: Path) -> list[tuple[str, int, int, int]]:
-    """Fetch, unpack, mine and merge one language; rows (split, packages, kept, cross-package dups)."""
+                   out_dir: Path, package_cap: int | None = None,
+                   held_out: set[bytes] | None = None) -> list[tuple[str, int, int, int]]:
+    """Fetch, unpack, mine and merge one language; rows (split, packages, kept, cross-package dups).
+
+    ``package_cap`` bounds one train package's rows (``merge_split``); code in ``held_out`` (the
+    standard library's, for Python) is in no split."""
     exclude = vendored_dirs(reserved, language)
     total = PackageResult()
     skipped: Counter = Counter()
@@ -378,10 +456,11 @@ def build_language(language: str, splits: dict[str, list[Source]], reserved: dic
           + (" (" + ", ".join(f"{k}: {v}" for k, v in skipped.most_common()) + ")" if skipped else "")
           + f"; {total.functions_found} functions found = {total.kept} kept + {sum(dropped.values())} dropped ("
           + ", ".join(f"{k}: {v}" for k, v in dropped.most_common()) + ")", flush=True)
-    seen: set[bytes] = set()
+    seen: set[bytes] = set(held_out or ())
     rows = []
     for split in SPLITS:
-        kept, dups = merge_split(mined[split], out_dir / language / f"{split}.jsonl.gz", split, seen)
+        kept, dups = merge_split(mined[split], out_dir / language / f"{split}.jsonl.gz", split, seen,
+                                 package_cap if split == "train" else None)
         rows.append((split, len(splits[split]), kept, dups))
     return rows
 
@@ -451,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--structure-pairs", metavar="DIR",
                         help="Also write DIR/LANG.jsonl.gz: the train packages mined again with --structure-pairs "
                              "(docstring rows + rows from undocumented functions), no code of valid or test.")
+    parser.add_argument("--package-cap", type=int, default=3000,
+                        help="At most this many train rows from one package, chosen by url hash (default 3000).")
     parser.add_argument("--valid-cap", type=int, default=300)
     parser.add_argument("--test-cap", type=int, default=500)
     args = parser.parse_args(argv)
@@ -481,7 +562,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {language}: fetch, unpack, mine ({sum(len(v) for v in sources[language].values())} packages)",
                   flush=True)
             try:
-                table[language] = build_language(language, sources[language], reserved, cache, out_dir)
+                held_out = stdlib_code(language, cache)
+                if held_out:
+                    print(f"{language}: {len(held_out)} standard-library functions, in no split", flush=True)
+                table[language] = build_language(language, sources[language], reserved, cache, out_dir,
+                                                 args.package_cap, held_out)
             except SourceError as exc:  # one language's sources out of reach does not stop the others
                 print(f"{language}: FAILED: {exc}", flush=True)
                 table[language] = None
