@@ -104,13 +104,14 @@ def test_sda_trains_the_table_and_the_run_loads_as_a_static_model(tmp_path, tabl
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = tmp_path / "run"
     settings = {"batch_size": 8, "max_steps": 20, "lr": 0.05, "query_max_len": 16, "passage_max_len": 32, "seed": 1,
-                "log_every": 1, "sda.similarity": "cos", "sda.temperature": 0.05}
-    structret("train", "--backbone", "static", "--model", table_dir, "--objective", "sda", "--data",
+                "log_every": 1, "checkpoint_every": 0}
+    structret("train", "--recipe", "static-code", "--model", table_dir, "--data",
               f"codesearchnet:{data}", *[f"--set={k}={v}" for k, v in settings.items()], "--out", run)
     losses = [json.loads(line)["loss/sda"] for line in (run / "metrics.jsonl").read_text().splitlines()
               if '"phase": "train"' in line]
     assert len(losses) == 20 and np.mean(losses[-5:]) < np.mean(losses[:5]), losses
     trained = load_model(str(run))
+    assert trained.recipe["fusion"] == "zscore:0.7"  # what an index of a project fuses this run by
 
     def mrr(backbone):  # each docstring against the 16 functions: its own should rise
         scores = backbone.encode([r["docstring"] for r in rows], kind="query") @ backbone.encode([r["code"] for r in rows]).T

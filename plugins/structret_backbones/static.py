@@ -147,7 +147,8 @@ class StaticEncoder:
         if self._module is None:
             import torch
 
-            self._module = torch.nn.Embedding.from_pretrained(torch.from_numpy(self._numpy.copy()), freeze=False)
+            rows = torch.from_numpy(self._numpy.copy())
+            self._module = torch.nn.Embedding(rows.shape[0], rows.shape[1], _weight=rows)  # trainable: requires grad
             self._module.to(self.device)
         return self._module
 
